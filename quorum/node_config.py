@@ -1,0 +1,43 @@
+"""Plain settings the core needs; the server fills this from pydantic Settings."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 1024 * 1024 * 1024
+MIB = 1024 * 1024
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    node_id: int = 1
+    data_dir: str = "./data"
+    # Where clients are told to connect (Metadata brokers list).
+    advertised_host: str = "127.0.0.1"
+    advertised_port: int = 9092
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    segment_bytes: int = GIB
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * DAY_MS
+    retention_bytes: int = -1
+    retention_check_interval_ms: int = 300_000
+    message_max_bytes: int = 1_048_588
+    # "acks_all": acks=-1 is answered after fsync, the rest is fsynced by group commit.
+    # "always": every produce waits for fsync. "never": leave it to the OS (HW = LEO at once).
+    fsync_policy: str = "acks_all"
+    flush_interval_ms: int = 100
+    replica_fetch_response_max_bytes: int = 10 * MIB
+    fetch_max_wait_cap_ms: int = 30_000
+    max_incremental_fetch_session_cache_slots: int = 1000
+    min_incremental_fetch_session_eviction_ms: int = 120_000
+    snapshot_min_changed_records_ratio: float = 0.5
+    snapshot_max_bytes_between: int = 20 * MIB
+    snapshot_start_offset_lag_time_max_ms: int = 7 * DAY_MS
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, values: dict) -> "NodeConfig":
+        """Build from a Settings dict, ignoring keys the core does not use."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in values.items() if k in names})
