@@ -1,0 +1,36 @@
+"""What every RPC handler may use: the node's identity, topics, epoch and parked requests."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kraftd.protocol.errors import ErrorCode
+
+from ..node_config import NodeConfig
+from ..purgatory import Purgatory
+from ..topics import Topic, TopicRegistry
+
+
+@dataclass(slots=True, eq=False)
+class HandlerContext:
+    config: NodeConfig
+    cluster_id: str
+    topics: TopicRegistry
+    purgatory: Purgatory
+    allocate_producer_id: Callable[[], int]
+    # Creates a topic and gives each partition its epoch start (LeaderChange batch).
+    create_topic: Callable[[str, int, dict], Topic]
+    leader_epoch: int = 0
+    # Partitions whose high watermark moved while handling; the node wakes their watchers.
+    hw_changed: set = field(default_factory=set)
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+
+def leader_epoch_error(requested: int, ours: int) -> ErrorCode:
+    """KIP-320: -1 skips the check; older → FENCED_LEADER_EPOCH; newer → UNKNOWN_LEADER_EPOCH."""
+    if requested == -1 or requested == ours:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < ours else ErrorCode.UNKNOWN_LEADER_EPOCH

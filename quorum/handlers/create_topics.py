@@ -1,0 +1,68 @@
+"""CreateTopics: validated against this single node (replication factor 1)."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import CreateTopicsResponse
+
+from ..outcomes import Respond
+from ..topics import TopicError
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
+DEFAULT_CONFIG_SOURCE = 5  # Kafka's DEFAULT_CONFIG; 1 is a dynamic topic config
+
+
+def handle(ctx, header, request, now_ms, peer):
+    seen: set[str] = set()
+    duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
+    results = [_create_one(ctx, topic, request.validate_only, duplicates) for topic in request.topics]
+    return Respond(CreateTopicsResponse(throttle_time_ms=0, topics=results))
+
+
+def _create_one(ctx, topic, validate_only: bool, duplicates: set) -> object:
+    if topic.name in duplicates:
+        return _error(topic.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
+    problem = _replication_problem(ctx, topic)
+    if problem:
+        return _error(topic.name, *problem)
+    count = topic.num_partitions if topic.num_partitions != -1 else ctx.config.default_partitions
+    if topic.assignments:
+        count = len(topic.assignments)
+    configs = {c.name: c.value for c in topic.configs}
+    try:
+        if validate_only:
+            config = ctx.topics.validate(topic.name, count, configs)
+            topic_id = None
+        else:
+            created = ctx.create_topic(topic.name, count, configs)
+            config, topic_id = created.config, created.topic_id
+    except TopicError as exc:
+        return _error(topic.name, ErrorCode[exc.error_name], str(exc))
+    explicit = set(configs)
+    result = Result(name=topic.name, error_code=0, error_message=None, num_partitions=count,
+                    replication_factor=1, configs=[
+                        ConfigEntry(name=k, value=v, read_only=False, is_sensitive=False,
+                                    config_source=1 if k in explicit else DEFAULT_CONFIG_SOURCE)
+                        for k, v in sorted(config.to_kafka_configs().items())])
+    if topic_id is not None:
+        result.topic_id = topic_id
+    return result
+
+
+def _replication_problem(ctx, topic):
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return ErrorCode.INVALID_REQUEST, "Both assignments and numPartitions/replicationFactor were set."
+        for assignment in topic.assignments:
+            if list(assignment.broker_ids) != [ctx.node_id]:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Only broker {ctx.node_id} exists."
+        return None
+    if topic.replication_factor not in (-1, 1):
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {topic.replication_factor} larger than available brokers: 1.")
+    return None
+
+
+def _error(name: str, code: ErrorCode, message: str):
+    return Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1,
+                  configs=None)

@@ -1,0 +1,109 @@
+"""Reading one partition for a Fetch: epoch fencing, divergence, offset range, KIP-74 sizes."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import FetchResponse
+
+from .context import leader_epoch_error
+
+PartitionData = FetchResponse.PartitionData
+EMPTY = b""
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """One partition as asked for, resolved against our topics."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition_index: int
+    partition: object | None  # quorum.partition.Partition
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    max_bytes: int
+    fetcher_log_start_offset: int = -1
+    resolve_error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class FetchLimits:
+    version: int
+    is_consumer: bool
+    read_committed: bool
+    response_max_bytes: int
+    leader_id: int
+
+
+def read_partitions(fetches: list[PartitionFetch], limits: FetchLimits) -> tuple[list, int, bool]:
+    """PartitionData per fetch, total record bytes, whether any partition had an error."""
+    remaining = limits.response_max_bytes
+    results, total, errors = [], 0, False
+    for fetch in fetches:
+        data, size = _read_one(fetch, limits, remaining, min_one_batch=(total == 0))
+        results.append(data)
+        total += size
+        remaining = max(0, remaining - size)
+        errors = errors or data.error_code != 0 or data.diverging_epoch is not None
+    return results, total, errors
+
+
+def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_one_batch: bool):
+    partition = fetch.partition
+    if fetch.resolve_error:
+        return _error(fetch, fetch.resolve_error), 0
+    epoch_error = leader_epoch_error(fetch.current_leader_epoch, partition.leader_epoch)
+    if epoch_error:
+        leader = FetchResponse.LeaderIdAndEpoch(leader_id=limits.leader_id, leader_epoch=partition.leader_epoch)
+        return _error(fetch, epoch_error, current_leader=leader), 0
+    if fetch.fetch_offset < 0 or (
+            fetch.last_fetched_epoch >= 0 and fetch.current_leader_epoch >= 0
+            and fetch.last_fetched_epoch > fetch.current_leader_epoch):
+        return _error(fetch, ErrorCode.INVALID_REQUEST), 0
+    log = partition.log
+    if limits.version >= 12 and fetch.last_fetched_epoch >= 0:
+        diverging = _diverging_epoch(log, fetch)
+        if diverging is not None:
+            return _data(fetch, partition, limits, EMPTY, diverging_epoch=diverging), 0
+    upper = partition.high_watermark if limits.is_consumer else log.log_end_offset
+    if fetch.fetch_offset < log.log_start_offset or fetch.fetch_offset > upper:
+        return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0
+    budget = min(fetch.max_bytes, remaining)
+    if fetch.fetch_offset == upper or (budget <= 0 and not min_one_batch):
+        return _data(fetch, partition, limits, EMPTY), 0
+    result = log.read(fetch.fetch_offset, budget, max_offset=upper, min_one_batch=min_one_batch)
+    # Like Kafka, one partition's data comes from a single segment.
+    records = result.regions[0] if result.regions else EMPTY
+    return _data(fetch, partition, limits, records), len(records)
+
+
+def _diverging_epoch(log, fetch: PartitionFetch):
+    """KIP-595: (offset, last fetched epoch) must be on our log, else say where it ends."""
+    epoch, end_offset = log.epoch_cache.end_offset_for(fetch.last_fetched_epoch, log.log_end_offset)
+    if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+        return FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end_offset)
+    return None
+
+
+def _data(fetch, partition, limits: FetchLimits, records, diverging_epoch=None):
+    data = PartitionData(
+        partition_index=fetch.partition_index, error_code=0,
+        high_watermark=partition.high_watermark, last_stable_offset=partition.last_stable_offset,
+        log_start_offset=partition.log_start_offset,
+        aborted_transactions=[] if limits.read_committed else None,
+        preferred_read_replica=-1, records=records)
+    if diverging_epoch is not None:
+        data.diverging_epoch = diverging_epoch
+    return data
+
+
+def _error(fetch: PartitionFetch, code: ErrorCode, current_leader=None):
+    data = PartitionData(partition_index=fetch.partition_index, error_code=code, high_watermark=-1,
+                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                         preferred_read_replica=-1, records=EMPTY)
+    if current_leader is not None:
+        data.current_leader = current_leader
+    return data

@@ -1,0 +1,73 @@
+"""ListOffsets (v1–9): latest/earliest/max-timestamp/by-time, with leader epochs (v4+)."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import ListOffsetsResponse
+
+from ..outcomes import Respond
+from .context import leader_epoch_error
+
+TopicOut = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionOut = ListOffsetsResponse.ListOffsetsPartitionResponse
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+
+
+def handle(ctx, header, request, now_ms, peer):
+    seen: set = set()
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            key = (topic.name, wanted.partition_index)
+            if key in seen:
+                partitions.append(_error(wanted, ErrorCode.INVALID_REQUEST))
+                continue
+            seen.add(key)
+            partitions.append(_list_one(ctx, topic.name, wanted))
+        topics.append(TopicOut(name=topic.name, partitions=partitions))
+    return Respond(ListOffsetsResponse(throttle_time_ms=0, topics=topics))
+
+
+def _list_one(ctx, topic: str, wanted):
+    partition = ctx.topics.partition(topic, wanted.partition_index)
+    if partition is None:
+        return _error(wanted, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    epoch_error = leader_epoch_error(wanted.current_leader_epoch, partition.leader_epoch)
+    if epoch_error:
+        return _error(wanted, epoch_error)
+    log = partition.log
+    ts = wanted.timestamp
+    if ts == LATEST:
+        found = (partition.high_watermark, -1, partition.leader_epoch)
+    elif ts in (EARLIEST, EARLIEST_LOCAL):
+        start = log.log_start_offset
+        found = (start, -1, _epoch_at(log, start))
+    elif ts == MAX_TIMESTAMP:
+        found = log.max_timestamp_entry()
+        if found is not None and found[0] >= partition.high_watermark:
+            found = None
+    elif ts == EARLIEST_PENDING_UPLOAD:
+        found = None  # no tiered storage: nothing is pending upload
+    elif ts < 0:
+        return _error(wanted, ErrorCode.INVALID_REQUEST)
+    else:
+        found = log.offset_for_timestamp(ts)
+        # Consumers never learn of offsets at or past the high watermark.
+        if found is not None and found[0] >= partition.high_watermark:
+            found = None
+    if found is None:
+        return PartitionOut(partition_index=wanted.partition_index, error_code=0, timestamp=-1, offset=-1,
+                            leader_epoch=-1)
+    offset, timestamp, epoch = found
+    return PartitionOut(partition_index=wanted.partition_index, error_code=0, timestamp=timestamp,
+                        offset=offset, leader_epoch=epoch)
+
+
+def _epoch_at(log, offset: int) -> int:
+    epoch = log.epoch_cache.epoch_for_offset(offset)
+    return -1 if epoch is None else epoch
+
+
+def _error(wanted, code: ErrorCode):
+    return PartitionOut(partition_index=wanted.partition_index, error_code=code, timestamp=-1, offset=-1,
+                        leader_epoch=-1)

@@ -1,0 +1,68 @@
+"""Metadata: this node leads every partition; topic ids (v10+) and leader epochs (v7+)."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import MetadataResponse
+
+from ..outcomes import Respond
+from ..topics import TopicError, topic_name_problem
+
+TopicOut = MetadataResponse.MetadataResponseTopic
+PartitionOut = MetadataResponse.MetadataResponsePartition
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def handle(ctx, header, request, now_ms, peer):
+    version = header.request_api_version
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [_describe(ctx, t) for t in ctx.topics]
+    else:
+        allow_create = ctx.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
+        topics = [_lookup(ctx, wanted, allow_create) for wanted in request.topics]
+    return Respond(MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponse.MetadataResponseBroker(
+            node_id=ctx.node_id, host=ctx.config.advertised_host, port=ctx.config.advertised_port, rack=None)],
+        cluster_id=ctx.cluster_id,
+        controller_id=ctx.node_id,
+        topics=topics,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    ))
+
+
+def _lookup(ctx, wanted, allow_create: bool):
+    if wanted.name is None:
+        topic = ctx.topics.get_by_id(wanted.topic_id)
+        if topic is None:
+            return _error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id)
+        return _describe(ctx, topic)
+    topic = ctx.topics.get(wanted.name)
+    if topic is not None:
+        return _describe(ctx, topic)
+    if topic_name_problem(wanted.name):
+        return _error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not allow_create:
+        return _error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        return _describe(ctx, ctx.create_topic(wanted.name, ctx.config.default_partitions, {}))
+    except TopicError as exc:
+        return _error(wanted.name, ErrorCode[exc.error_name])
+
+
+def _describe(ctx, topic):
+    return TopicOut(
+        error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=False,
+        partitions=[PartitionOut(
+            error_code=0, partition_index=p.index, leader_id=ctx.node_id, leader_epoch=p.leader_epoch,
+            replica_nodes=[ctx.node_id], isr_nodes=[ctx.node_id], offline_replicas=[])
+            for p in topic.partitions],
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _error(name, code: ErrorCode, topic_id=None):
+    out = TopicOut(error_code=code, name=name, is_internal=False, partitions=[],
+                   topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    if topic_id is not None:
+        out.topic_id = topic_id
+    return out

@@ -1,0 +1,33 @@
+"""OffsetForLeaderEpoch (v2–4): the end offset of a leader epoch, from the epoch cache."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import OffsetForLeaderEpochResponse
+
+from ..outcomes import Respond
+from .context import leader_epoch_error
+
+TopicOut = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+PartitionOut = OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+def handle(ctx, header, request, now_ms, peer):
+    return Respond(OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+        TopicOut(topic=t.topic, partitions=[_end_offset(ctx, t.topic, p) for p in t.partitions])
+        for t in request.topics]))
+
+
+def _end_offset(ctx, topic: str, wanted):
+    partition = ctx.topics.partition(topic, wanted.partition)
+    if partition is None:
+        return _error(wanted, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    epoch_error = leader_epoch_error(wanted.current_leader_epoch, partition.leader_epoch)
+    if epoch_error:
+        return _error(wanted, epoch_error)
+    log = partition.log
+    epoch, end_offset = log.epoch_cache.end_offset_for(wanted.leader_epoch, log.log_end_offset)
+    return PartitionOut(error_code=0, partition=wanted.partition, leader_epoch=epoch, end_offset=end_offset)
+
+
+def _error(wanted, code: ErrorCode):
+    return PartitionOut(error_code=code, partition=wanted.partition, leader_epoch=-1, end_offset=-1)

@@ -1,0 +1,143 @@
+"""Produce: validate batches, check idempotent sequences, append, answer per the acks level."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from kraftd.protocol.messages import ProduceResponse
+from kraftd.protocol.records import validate_batches
+
+from ..outcomes import NoResponse, Park, Respond
+from ..topics import TopicError
+
+TopicOut = ProduceResponse.TopicProduceResponse
+PartitionOut = ProduceResponse.PartitionProduceResponse
+
+
+def handle(ctx, header, request, now_ms, peer):
+    if request.acks not in (-1, 0, 1):
+        return _respond_all(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        return _respond_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    topics_out, waiting = [], []
+    for topic_data in request.topic_data:
+        partitions_out = []
+        for data in topic_data.partition_data:
+            out, partition, end_offset = _append(ctx, topic_data.name, data, now_ms)
+            partitions_out.append(out)
+            if partition is not None:
+                waiting.append((partition, end_offset, out))
+        topics_out.append(TopicOut(name=topic_data.name, partition_responses=partitions_out))
+    response = ProduceResponse(responses=topics_out, throttle_time_ms=0)
+    if request.acks == 0:
+        return NoResponse()
+    if _waits_for_fsync(ctx.config.fsync_policy, request.acks):
+        pending = [(p, end, out) for p, end, out in waiting if p.high_watermark < end]
+        if pending:
+            deadline = now_ms + max(0, request.timeout_ms)
+            return Park(ctx.purgatory.park(DelayedProduce(response, pending, deadline)))
+    return Respond(response)
+
+
+def _waits_for_fsync(policy: str, acks: int) -> bool:
+    return policy == "always" or (policy == "acks_all" and acks == -1)
+
+
+def _append(ctx, topic: str, data, now_ms: int):
+    """Returns (partition response, partition if appended, offset to wait for)."""
+    partition = ctx.topics.partition(topic, data.index)
+    if partition is None and ctx.topics.get(topic) is None and ctx.config.auto_create_topics:
+        try:
+            ctx.create_topic(topic, ctx.config.default_partitions, {})
+        except TopicError as exc:
+            return _error(data.index, ErrorCode[exc.error_name], str(exc)), None, 0
+        partition = ctx.topics.partition(topic, data.index)
+    if partition is None:
+        return _error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None, 0
+    if data.records is None or len(data.records) == 0:
+        return _error(data.index, ErrorCode.INVALID_RECORD, "No record batch in the request."), None, 0
+    try:
+        headers = validate_batches(data.records)
+    except CorruptRecordError as exc:
+        return _error(data.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), None, 0
+    except InvalidRecordError as exc:
+        return _error(data.index, ErrorCode.INVALID_RECORD, str(exc)), None, 0
+    problem = _batch_problem(partition, headers)
+    if problem:
+        return _error(data.index, *problem), None, 0
+    duplicate = _sequence_check(partition.log.producer_state, headers)
+    if isinstance(duplicate, tuple):
+        return _error(data.index, *duplicate), None, 0
+    if duplicate is not None:
+        # Already appended: acknowledge with the original offsets, append nothing.
+        return PartitionOut(index=data.index, error_code=0, base_offset=duplicate, log_append_time_ms=-1,
+                            log_start_offset=partition.log_start_offset), partition, duplicate + 1
+    result = partition.log.append_as_leader(
+        bytearray(data.records), partition.leader_epoch, now_ms=now_ms,
+        log_append_time=partition.config.log_append_time)
+    if partition.after_append():
+        ctx.hw_changed.add(partition.key)
+    return PartitionOut(
+        index=data.index, error_code=0, base_offset=result.first_offset,
+        log_append_time_ms=now_ms if partition.config.log_append_time else -1,
+        log_start_offset=partition.log_start_offset,
+    ), partition, result.last_offset + 1
+
+
+def _batch_problem(partition, headers):
+    for header in headers:
+        if header.size > partition.config.max_message_bytes:
+            return (ErrorCode.MESSAGE_TOO_LARGE,
+                    f"Batch of {header.size} bytes exceeds max.message.bytes {partition.config.max_message_bytes}.")
+        if header.is_control:
+            return ErrorCode.INVALID_RECORD, "Clients may not append control batches."
+        if header.is_transactional:
+            return ErrorCode.INVALID_RECORD, "Transactions are not supported."
+    return None
+
+
+def _sequence_check(state, headers):
+    """None to append, an offset for a duplicate, or an (error, message) tuple."""
+    duplicate_of = None
+    for header in headers:
+        if header.producer_id < 0:
+            continue
+        verdict = state.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                              header.last_sequence)
+        if verdict.error is not None:
+            return ErrorCode[verdict.error], verdict.message
+        if verdict.duplicate_first_offset is not None:
+            duplicate_of = verdict.duplicate_first_offset
+    return duplicate_of
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None):
+    return PartitionOut(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                        log_start_offset=-1, error_message=message)
+
+
+def _respond_all(request, code: ErrorCode):
+    return Respond(ProduceResponse(throttle_time_ms=0, responses=[
+        TopicOut(name=t.name, partition_responses=[_error(p.index, code) for p in t.partition_data])
+        for t in request.topic_data]))
+
+
+class DelayedProduce:
+    """An acks=-1 produce waiting until its data is under the high watermark (durable)."""
+
+    def __init__(self, response, pending: list, deadline_ms: int) -> None:
+        self.response = response
+        self.pending = pending
+        self.deadline_ms = deadline_ms
+
+    def watch_keys(self):
+        return [partition.key for partition, _, _ in self.pending]
+
+    def try_complete(self, now_ms: int):
+        if all(p.high_watermark >= end for p, end, _ in self.pending):
+            return self.response
+        return None
+
+    def expire(self, now_ms: int):
+        for partition, end, out in self.pending:
+            if partition.high_watermark < end:
+                out.error_code = ErrorCode.REQUEST_TIMED_OUT
+        return self.response

@@ -1,0 +1,152 @@
+"""The single-node broker core, sans-IO: driven by handle()/poll()/on_flushed() with `now_ms`.
+
+Storage is injected (a log opener, a topic catalog, state stores), so the same core runs on
+files under the asyncio server and on memory logs under a deterministic simulation.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .handlers import HANDLERS
+from .handlers.context import HandlerContext
+from .leadership import Leadership
+from .node_config import NodeConfig
+from .outcomes import Completion, Outcome
+from .partition import Partition, PartitionKey
+from .producer_ids import ProducerIdAllocator
+from .purgatory import Purgatory
+from .topic_config import TopicConfig
+from .topics import Topic, TopicRegistry
+
+log = logging.getLogger(__name__)
+
+
+class Node:
+    def __init__(self, config: NodeConfig, *, catalog, quorum_store, producer_id_store, open_log) -> None:
+        self.config = config
+        self._catalog = catalog
+        self._leadership = Leadership(quorum_store, config.node_id)
+        self._purgatory = Purgatory()
+        self._dirty: dict[PartitionKey, Partition] = {}
+        self._completions: list[Completion] = []
+        self._next_retention_ms = 0
+        self.topics = TopicRegistry(config, catalog, open_log, self._make_partition)
+        producer_ids = ProducerIdAllocator(producer_id_store)
+        self._ctx = HandlerContext(
+            config=config, cluster_id=catalog.cluster_id(), topics=self.topics, purgatory=self._purgatory,
+            allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
+        )
+
+    @classmethod
+    def open(cls, config: NodeConfig, now_ms: int) -> "Node":
+        """File-backed node: recover every log, then lead at a new epoch. Blocking."""
+        from kraftd.storage import FileLog, QuorumStateStore, TopicCatalog
+
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+
+        def open_log(topic: str, index: int, topic_config: TopicConfig):
+            return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
+                           index_interval_bytes=config.index_interval_bytes)
+
+        node = cls(config, catalog=TopicCatalog(data_dir), quorum_store=QuorumStateStore(data_dir / "quorum-state"),
+                   producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log)
+        node.start(now_ms)
+        return node
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._leadership.epoch
+
+    @property
+    def cluster_id(self) -> str:
+        return self._ctx.cluster_id
+
+    def start(self, now_ms: int) -> None:
+        """Recover topics, persist epoch+1, and give every partition the new epoch's start."""
+        epoch = self._leadership.become_leader()
+        self._ctx.leader_epoch = epoch
+        self.topics.load()
+        for partition in self.topics.partitions():
+            self._begin_epoch(partition, now_ms)
+        log.info("leading at epoch %d with %d topics", epoch, len(self.topics))
+
+    def _make_partition(self, topic, index, topic_id, partition_log, config) -> Partition:
+        partition = Partition(topic=topic, index=index, topic_id=topic_id, log=partition_log, config=config,
+                              leader_epoch=self._leadership.epoch,
+                              hw_follows_flush=self.config.fsync_policy != "never")
+        # Whatever survived recovery is on disk now; on a single node it is committed.
+        partition.high_watermark = partition_log.log_end_offset
+        return partition
+
+    def _begin_epoch(self, partition: Partition, now_ms: int) -> None:
+        partition.log.append_as_leader(self._leadership.leader_change_batch(now_ms), self._leadership.epoch,
+                                       now_ms=now_ms)
+        partition.log.flush()
+        partition.after_flush(partition.log.log_end_offset)
+        partition.after_append()
+
+    def _create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
+        topic = self.topics.create(name, partitions, configs)
+        for partition in topic.partitions:
+            self._begin_epoch(partition, 0)
+        return topic
+
+    # -- driving the core ------------------------------------------------------------------
+
+    def handle(self, header, request, now_ms: int, peer: str) -> Outcome:
+        handler = HANDLERS[header.request_api_key]
+        outcome = handler(self._ctx, header, request, now_ms, peer)
+        self._after_handling(now_ms)
+        return outcome
+
+    def _after_handling(self, now_ms: int) -> None:
+        ctx = self._ctx
+        if ctx.hw_changed:
+            self._completions += self._purgatory.notify(ctx.hw_changed, now_ms)
+            ctx.hw_changed.clear()
+
+    def poll(self, now_ms: int) -> list[Completion]:
+        if now_ms >= self._next_retention_ms:
+            self._apply_retention(now_ms)
+            self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
+        done = self._completions + self._purgatory.expire(now_ms)
+        self._completions = []
+        return done
+
+    def next_deadline_ms(self) -> int | None:
+        deadline = self._purgatory.next_deadline_ms()
+        return self._next_retention_ms if deadline is None else min(deadline, self._next_retention_ms)
+
+    def logs_to_flush(self) -> list:
+        if self.config.fsync_policy == "never":
+            return []
+        return [(p.key, p.log) for p in self.topics.partitions() if p.needs_flush()]
+
+    def on_flushed(self, key: PartitionKey, flushed_offset: int, now_ms: int) -> list[Completion]:
+        partition = self.topics.partition(*key)
+        if partition is not None and partition.after_flush(flushed_offset):
+            self._completions += self._purgatory.notify([key], now_ms)
+        done, self._completions = self._completions, []
+        return done
+
+    def _apply_retention(self, now_ms: int) -> None:
+        for partition in self.topics.partitions():
+            cfg = partition.config
+            if cfg.cleanup_policy != "delete" or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
+                continue
+            partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes)
+            partition.after_log_start_moved()
+
+    def metrics_snapshot(self) -> list[dict]:
+        return [
+            {"topic": p.topic, "partition": p.index, "log_start_offset": p.log_start_offset,
+             "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark}
+            for p in self.topics.partitions()
+        ]
+
+    def close(self) -> None:
+        for partition in self.topics.partitions():
+            partition.log.flush()
+            partition.log.close()

@@ -1,0 +1,79 @@
+"""Parked requests (long-poll fetches, acks=-1 produces) waiting on partitions or a deadline."""
+from __future__ import annotations
+
+import heapq
+from typing import Any, Hashable, Iterable, Protocol
+
+from .outcomes import Completion
+
+
+class DelayedOperation(Protocol):
+    deadline_ms: int
+
+    def watch_keys(self) -> Iterable[Hashable]: ...
+
+    def try_complete(self, now_ms: int) -> Any | None:
+        """The response if the operation can complete now, else None."""
+
+    def expire(self, now_ms: int) -> Any:
+        """The response to send when the deadline passes."""
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._next_token = 1
+        self._ops: dict[int, DelayedOperation] = {}
+        self._watchers: dict[Hashable, set[int]] = {}
+        self._deadlines: list[tuple[int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def park(self, op: DelayedOperation) -> int:
+        token = self._next_token
+        self._next_token += 1
+        self._ops[token] = op
+        for key in op.watch_keys():
+            self._watchers.setdefault(key, set()).add(token)
+        heapq.heappush(self._deadlines, (op.deadline_ms, token))
+        return token
+
+    def notify(self, keys: Iterable[Hashable], now_ms: int) -> list[Completion]:
+        """Something changed on these partitions: complete whatever now can."""
+        candidates: set[int] = set()
+        for key in keys:
+            candidates |= self._watchers.get(key, set())
+        done = []
+        for token in sorted(candidates):
+            op = self._ops.get(token)
+            if op is None:
+                continue
+            response = op.try_complete(now_ms)
+            if response is not None:
+                self._remove(token)
+                done.append(Completion(token, response))
+        return done
+
+    def expire(self, now_ms: int) -> list[Completion]:
+        done = []
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, token = heapq.heappop(self._deadlines)
+            op = self._ops.get(token)
+            if op is not None:
+                self._remove(token)
+                done.append(Completion(token, op.expire(now_ms)))
+        return done
+
+    def next_deadline_ms(self) -> int | None:
+        while self._deadlines and self._deadlines[0][1] not in self._ops:
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def _remove(self, token: int) -> None:
+        op = self._ops.pop(token)
+        for key in op.watch_keys():
+            tokens = self._watchers.get(key)
+            if tokens is not None:
+                tokens.discard(token)
+                if not tokens:
+                    del self._watchers[key]

@@ -1,0 +1,115 @@
+"""Per-topic configuration: the topic's own settings over the node's defaults."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .node_config import NodeConfig
+
+CLEANUP_POLICIES = ("delete", "snapshot")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+class InvalidTopicConfig(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    cleanup_policy: str
+    retention_ms: int
+    retention_bytes: int
+    segment_bytes: int
+    message_timestamp_type: str
+    max_message_bytes: int
+    snapshot_min_changed_records_ratio: float
+    snapshot_max_bytes_between: int
+    snapshot_start_offset_lag_time_max_ms: int
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def is_snapshot_policy(self) -> bool:
+        return self.cleanup_policy == "snapshot"
+
+    @classmethod
+    def defaults(cls, node: NodeConfig) -> "TopicConfig":
+        return cls(
+            cleanup_policy="delete",
+            retention_ms=node.retention_ms,
+            retention_bytes=node.retention_bytes,
+            segment_bytes=node.segment_bytes,
+            message_timestamp_type="CreateTime",
+            max_message_bytes=node.message_max_bytes,
+            snapshot_min_changed_records_ratio=node.snapshot_min_changed_records_ratio,
+            snapshot_max_bytes_between=node.snapshot_max_bytes_between,
+            snapshot_start_offset_lag_time_max_ms=node.snapshot_start_offset_lag_time_max_ms,
+        )
+
+    @classmethod
+    def resolve(cls, configs: dict[str, str | None], node: NodeConfig) -> "TopicConfig":
+        """Apply Kafka-named topic configs over node defaults; raise InvalidTopicConfig."""
+        values = {f: getattr(cls.defaults(node), f) for f in cls.__dataclass_fields__}
+        for key, raw in configs.items():
+            spec = _KNOWN.get(key)
+            if spec is None:
+                raise InvalidTopicConfig(f"Unknown topic config name: {key}")
+            if raw is None:
+                continue
+            attr, parse = spec
+            try:
+                values[attr] = parse(raw)
+            except ValueError as exc:
+                raise InvalidTopicConfig(f"Invalid value {raw!r} for configuration {key}: {exc}") from None
+        return cls(**values)
+
+    def to_kafka_configs(self) -> dict[str, str]:
+        return {key: _format(getattr(self, attr)) for key, (attr, _) in _KNOWN.items()}
+
+
+def _format(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _choice(options):
+    def parse(raw: str) -> str:
+        if raw not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return raw
+    return parse
+
+
+def _int_at_least(minimum: int):
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}")
+        return value
+    return parse
+
+
+def _ratio(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
+def _cleanup_policy(raw: str) -> str:
+    if raw == "compact" or "compact" in raw.split(","):
+        raise ValueError("compaction is not supported; use 'snapshot' (KIP-630) or 'delete'")
+    return _choice(CLEANUP_POLICIES)(raw)
+
+
+_KNOWN = {
+    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "retention.ms": ("retention_ms", _int_at_least(-1)),
+    "retention.bytes": ("retention_bytes", _int_at_least(-1)),
+    "segment.bytes": ("segment_bytes", _int_at_least(14)),
+    "message.timestamp.type": ("message_timestamp_type", _choice(TIMESTAMP_TYPES)),
+    "max.message.bytes": ("max_message_bytes", _int_at_least(0)),
+    "metadata.snapshot.min.changed_records.ratio": ("snapshot_min_changed_records_ratio", _ratio),
+    "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_bytes_between", _int_at_least(1)),
+    "metadata.start.offset.lag.time.max.ms": ("snapshot_start_offset_lag_time_max_ms", _int_at_least(0)),
+}

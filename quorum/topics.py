@@ -1,0 +1,112 @@
+"""Topics and their partitions on this node: lookup by name or id, creation, validation."""
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from .node_config import NodeConfig
+from .partition import Partition
+from .topic_config import InvalidTopicConfig, TopicConfig
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_PARTITIONS = 10_000
+
+
+class TopicError(Exception):
+    """A creation problem, named by its Kafka error (the handler maps it to a code)."""
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+@dataclass(slots=True, eq=False)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    config: TopicConfig
+    partitions: list[Partition]
+
+
+def topic_name_problem(name: str) -> str | None:
+    if not name:
+        return "Topic name is empty"
+    if name in (".", ".."):
+        return f"Topic name cannot be '{name}'"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_NAME.fullmatch(name):
+        return f"Topic name '{name}' has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+# Opens (recovering if needed) the log of one partition.
+LogOpener = Callable[[str, int, TopicConfig], object]
+
+
+class TopicRegistry:
+    def __init__(self, config: NodeConfig, catalog, open_log: LogOpener, make_partition) -> None:
+        self._config = config
+        self._catalog = catalog
+        self._open_log = open_log
+        self._make_partition = make_partition  # (topic, index, topic_id, log, config) -> Partition
+        self._by_name: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+
+    def load(self) -> None:
+        for entry in self._catalog.all():
+            config = TopicConfig.resolve(entry.configs, self._config)
+            self._add(entry.name, entry.topic_id, config, entry.partitions)
+
+    def __iter__(self) -> Iterator[Topic]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def get(self, name: str) -> Topic | None:
+        return self._by_name.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, name: str, index: int) -> Partition | None:
+        topic = self._by_name.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def partitions(self) -> Iterator[Partition]:
+        for topic in self._by_name.values():
+            yield from topic.partitions
+
+    def validate(self, name: str, num_partitions: int, configs: dict) -> TopicConfig:
+        problem = topic_name_problem(name)
+        if problem:
+            raise TopicError("INVALID_TOPIC_EXCEPTION", problem)
+        if name in self._by_name:
+            raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        if not 1 <= num_partitions <= MAX_PARTITIONS:
+            raise TopicError("INVALID_PARTITIONS", f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+        try:
+            return TopicConfig.resolve(configs, self._config)
+        except InvalidTopicConfig as exc:
+            raise TopicError("INVALID_CONFIG", str(exc)) from None
+
+    def create(self, name: str, num_partitions: int, configs: dict) -> Topic:
+        config = self.validate(name, num_partitions, configs)
+        entry = self._catalog.create(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
+        return self._add(name, entry.topic_id, config, num_partitions)
+
+    def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int) -> Topic:
+        partitions = [
+            self._make_partition(name, i, topic_id, self._open_log(name, i, config), config)
+            for i in range(count)
+        ]
+        topic = Topic(name, topic_id, config, partitions)
+        self._by_name[name] = topic
+        self._by_id[topic_id] = topic
+        return topic
