@@ -103,6 +103,9 @@ class Node:
 
     def _after_handling(self, now_ms: int) -> None:
         ctx = self._ctx
+        if ctx.appended:
+            self._dirty.update(ctx.appended)
+            ctx.appended.clear()
         if ctx.hw_changed:
             self._completions += self._purgatory.notify(ctx.hw_changed, now_ms)
             ctx.hw_changed.clear()
@@ -122,7 +125,9 @@ class Node:
     def logs_to_flush(self) -> list:
         if self.config.fsync_policy == "never":
             return []
-        return [(p.key, p.log) for p in self.topics.partitions() if p.needs_flush()]
+        for key in [k for k, p in self._dirty.items() if not p.needs_flush()]:
+            del self._dirty[key]
+        return [(p.key, p.log) for p in self._dirty.values()]
 
     def on_flushed(self, key: PartitionKey, flushed_offset: int, now_ms: int) -> list[Completion]:
         partition = self.topics.partition(*key)

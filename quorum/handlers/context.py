@@ -23,6 +23,8 @@ class HandlerContext:
     leader_epoch: int = 0
     # Partitions whose high watermark moved while handling; the node wakes their watchers.
     hw_changed: set = field(default_factory=set)
+    # Partitions appended to while handling; the node hands them to the flusher.
+    appended: dict = field(default_factory=dict)
 
     @property
     def node_id(self) -> int:

@@ -73,6 +73,7 @@ def _append(ctx, topic: str, data, now_ms: int):
     result = partition.log.append_as_leader(
         bytearray(data.records), partition.leader_epoch, now_ms=now_ms,
         log_append_time=partition.config.log_append_time)
+    ctx.appended[partition.key] = partition
     if partition.after_append():
         ctx.hw_changed.add(partition.key)
     return PartitionOut(
