@@ -1,0 +1,130 @@
+"""Topics (id, partition count, configs) and the cluster id, persisted as atomic JSON files."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+
+from .atomic_file import atomic_write
+
+__all__ = ["TopicInfo", "TopicCatalog", "TopicExistsError", "CATALOG_FILE", "META_FILE"]
+
+CATALOG_FILE = "topics.json"
+META_FILE = "meta.properties"
+
+
+class TopicExistsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict = field(default_factory=dict)
+
+
+class TopicCatalog:
+    def __init__(self, data_dir: str | os.PathLike):
+        self.data_dir = os.fspath(data_dir)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._path = os.path.join(self.data_dir, CATALOG_FILE)
+        self._topics: dict[str, TopicInfo] = {}
+        if os.path.exists(self._path):
+            with open(self._path, "rb") as f:
+                for name, t in json.loads(f.read())["topics"].items():
+                    self._topics[name] = TopicInfo(
+                        name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t["configs"])
+                    )
+
+    def create(
+        self, name: str, partitions: int, configs: dict | None = None, topic_id: uuid.UUID | None = None
+    ) -> TopicInfo:
+        if name in self._topics:
+            raise TopicExistsError(name)
+        if partitions < 1:
+            raise ValueError("partitions must be ≥ 1")
+        info = TopicInfo(name, topic_id or _random_topic_id(), partitions, dict(configs or {}))
+        self._topics[name] = info
+        self._save()
+        return info
+
+    def update(self, name: str, *, partitions: int | None = None, configs: dict | None = None) -> TopicInfo:
+        old = self._topics[name]
+        info = TopicInfo(
+            name,
+            old.topic_id,
+            old.partitions if partitions is None else partitions,
+            old.configs if configs is None else dict(configs),
+        )
+        self._topics[name] = info
+        self._save()
+        return info
+
+    def delete(self, name: str) -> TopicInfo:
+        info = self._topics.pop(name)
+        self._save()
+        return info
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for t in self._topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+    def all(self) -> list[TopicInfo]:
+        return list(self._topics.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._topics
+
+    def cluster_id(self) -> str:
+        """The cluster id, generated (22-char base64url UUID, like kafka-storage) on first use."""
+        path = os.path.join(self.data_dir, META_FILE)
+        props = _read_properties(path)
+        if "cluster.id" in props:
+            return props["cluster.id"]
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        props.setdefault("version", "1")
+        props["cluster.id"] = cid
+        atomic_write(path, "".join(f"{k}={v}\n" for k, v in props.items()).encode())
+        return cid
+
+    def _save(self) -> None:
+        doc = {
+            "version": 1,
+            "topics": {
+                t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+                for t in self._topics.values()
+            },
+        }
+        atomic_write(self._path, json.dumps(doc, sort_keys=True, indent=1).encode())
+
+
+def _random_topic_id() -> uuid.UUID:
+    # Kafka reserves the zero UUID and ids whose base64 starts with '-' (CLI ambiguity).
+    while True:
+        u = uuid.uuid4()
+        if u.int and not base64.urlsafe_b64encode(u.bytes).startswith(b"-"):
+            return u
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    props = {}
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            props[k.strip()] = v.strip()
+    return props
