@@ -1,0 +1,192 @@
+"""kraftd settings: TOML file + KRAFTD_* environment + CLI flags (flags > env > file > defaults).
+
+`Settings.load(config_file, **flags)` is the one entry point; a bad value raises
+`ConfigError` whose message names the field, so a misconfigured daemon fails at start.
+"""
+from __future__ import annotations
+
+import contextvars
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import TomlConfigSettingsSource
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+DAY_MS = 24 * 3600 * 1000
+
+# Settings the asyncio shell consumes itself; everything else is handed to the core.
+SHELL_ONLY = frozenset({
+    "listen", "metrics_listen", "log_format", "log_level",
+    "socket_request_max_bytes", "connections_max_idle_ms",
+})
+
+# The TOML path is per load() call; pydantic-settings builds sources from the class, so the
+# path travels in a context variable rather than class state.
+_toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("kraftd_toml", default=None)
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; str() lists every offending field."""
+
+
+def parse_host_port(value: str, *, allow_port_zero: bool = True) -> tuple[str, int]:
+    """'host:port' or '[v6addr]:port' -> (host, port). Raises ValueError with a readable reason."""
+    if not isinstance(value, str) or ":" not in value:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    host, _, port_s = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"IPv6 addresses must be bracketed ([::1]:9092), got {value!r}")
+    if not host:
+        raise ValueError(f"missing host in {value!r}")
+    if not port_s.isdigit():
+        raise ValueError(f"port must be a number in {value!r}")
+    port = int(port_s)
+    lowest = 0 if allow_port_zero else 1
+    if not lowest <= port <= 65535:
+        raise ValueError(f"port must be {lowest}..65535, got {port}")
+    return host, port
+
+
+def format_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KRAFTD_", extra="forbid", validate_default=True)
+
+    node_id: int = Field(1, ge=0)
+    listen: str = "127.0.0.1:9092"
+    advertised_listener: str | None = None  # None: same as listen
+    data_dir: str = "./data"
+    metrics_listen: str = "127.0.0.1:9464"
+    log_format: Literal["console", "json"] = "console"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    auto_create_topics: bool = True
+    default_partitions: int = Field(1, gt=0)
+    segment_bytes: int = Field(GIB, gt=0)
+    index_interval_bytes: int = Field(4096, gt=0)
+    retention_ms: int = Field(7 * DAY_MS, ge=-1)  # -1: keep forever
+    retention_bytes: int = Field(-1, ge=-1)  # -1: no size limit
+    retention_check_interval_ms: int = Field(300_000, gt=0)
+    message_max_bytes: int = Field(1_048_588, gt=0)
+    socket_request_max_bytes: int = Field(104_857_600, gt=0)
+    connections_max_idle_ms: int = Field(600_000, gt=0)
+
+    # acks_all: an acks=-1 produce is answered only after its data is fsynced; other appends are
+    #   fsynced by the background group-commit loop every flush_interval_ms.
+    # always: every produce waits for fsync.
+    # never: no fsync, the OS decides (tests and benchmarks only: a crash loses acked data).
+    fsync_policy: Literal["acks_all", "always", "never"] = "acks_all"
+    flush_interval_ms: int = Field(100, gt=0)
+
+    replica_fetch_response_max_bytes: int = Field(10 * MIB, gt=0)
+    fetch_max_wait_cap_ms: int = Field(30_000, ge=0)
+    max_incremental_fetch_session_cache_slots: int = Field(1000, ge=0)
+    min_incremental_fetch_session_eviction_ms: int = Field(120_000, ge=0)
+    snapshot_min_changed_records_ratio: float = Field(0.5, gt=0, le=1)
+    snapshot_max_bytes_between: int = Field(20 * MIB, gt=0)
+    snapshot_start_offset_lag_time_max_ms: int = Field(7 * DAY_MS, gt=0)
+
+    @field_validator("listen", "metrics_listen")
+    @classmethod
+    def _bindable(cls, v: str) -> str:
+        parse_host_port(v, allow_port_zero=True)  # port 0 = ephemeral (tests)
+        return v
+
+    @field_validator("advertised_listener")
+    @classmethod
+    def _connectable(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_host_port(v, allow_port_zero=False)
+        return v
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> "Settings":
+        lh, lp = parse_host_port(self.listen)
+        mh, mp = parse_host_port(self.metrics_listen)
+        if lp != 0 and lp == mp and (lh == mh or "0.0.0.0" in (lh, mh) or "::" in (lh, mh)):
+            raise ValueError("listen and metrics_listen must not use the same port")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _toml_path.get()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, **flags: Any) -> "Settings":
+        """Build settings; flags whose value is None are treated as not given."""
+        path = Path(config_file) if config_file is not None else None
+        if path is not None:
+            if not path.is_file():
+                raise ConfigError(f"config file not found: {path}")
+            try:
+                with path.open("rb") as f:
+                    tomllib.load(f)  # syntax errors get a clear message here
+            except tomllib.TOMLDecodeError as e:
+                raise ConfigError(f"config file {path}: {e}") from None
+        given = {k: v for k, v in flags.items() if v is not None}
+        token = _toml_path.set(path)
+        try:
+            return cls(**given)
+        except ValidationError as e:
+            raise ConfigError(describe_validation_error(e, path)) from None
+        finally:
+            _toml_path.reset(token)
+
+    # -- derived values --------------------------------------------------------------------
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        return parse_host_port(self.listen)
+
+    @property
+    def metrics_address(self) -> tuple[str, int]:
+        return parse_host_port(self.metrics_listen)
+
+    def advertised_address(self, bound_port: int | None = None) -> tuple[str, int]:
+        """Where clients should connect; with `--listen host:0` pass the port actually bound."""
+        if self.advertised_listener is not None:
+            return parse_host_port(self.advertised_listener)
+        host, port = self.listen_address
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"  # a wildcard is not connectable; set advertised_listener instead
+        return host, bound_port if (port == 0 and bound_port) else port
+
+    def to_node_config(self, bound_port: int | None = None) -> dict[str, Any]:
+        """Keyword arguments for quorum's NodeConfig (field names identical to Settings).
+
+        Shell-only fields are left out; advertised_listener is resolved into
+        advertised_host/advertised_port (NodeConfig's names).
+        """
+        values = {k: v for k, v in self.model_dump().items() if k not in SHELL_ONLY}
+        values.pop("advertised_listener")
+        values["advertised_host"], values["advertised_port"] = self.advertised_address(bound_port)
+        return values
+
+
+def describe_validation_error(e: ValidationError, path: Path | None = None) -> str:
+    lines = []
+    for err in e.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "settings"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting" + (f" in {path}" if path else "")
+        lines.append(f"{field}: {msg}")
+    return "invalid configuration: " + "; ".join(lines)

@@ -1,0 +1,5 @@
+import sys
+
+from kraftd.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the `kraftd` CLI, one module each (see kraftd/cli.py)."""

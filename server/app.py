@@ -1,0 +1,130 @@
+"""Process lifecycle: bind, open the node, serve, and shut down cleanly on SIGTERM/SIGINT.
+
+`serve(settings)` is what `kraftd serve` runs; `node_factory` lets tests drive a fake core.
+"""
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any, Callable
+
+import structlog
+import uvloop
+
+from kraftd.config.settings import Settings, format_host_port
+
+from .broker import Broker, now_ms
+from .connection import KafkaConnection
+from .metrics import MetricsHttpServer, ServerMetrics
+
+log = structlog.get_logger("kraftd.app")
+
+# How long shutdown waits for in-flight requests (parked fetches, acks=-1 produces).
+SHUTDOWN_GRACE_S = 5.0
+
+NodeFactory = Callable[[dict, int], Any]  # (to_node_config() dict, now_ms) -> node
+
+
+def open_file_node(config: dict, now: int) -> Any:
+    from kraftd.quorum.node import Node
+    from kraftd.quorum.node_config import NodeConfig
+
+    return Node.open(NodeConfig.from_settings(config), now)
+
+
+class KraftdServer:
+    def __init__(self, settings: Settings, node_factory: NodeFactory = open_file_node) -> None:
+        self.settings = settings
+        self._node_factory = node_factory
+        self.metrics = ServerMetrics()
+        self.node: Any = None
+        self.broker: Broker | None = None
+        self.kafka_address: tuple[str, int] | None = None
+        self.metrics_address: tuple[str, int] | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        self._metrics_http: MetricsHttpServer | None = None
+        self._serving = False
+        self._stop = asyncio.Event()
+
+    @property
+    def serving(self) -> bool:
+        return self._serving
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def start(self) -> None:
+        s = self.settings
+        loop = asyncio.get_running_loop()
+        host, port = s.listen_address
+        # Bind before opening the node: with port 0 the node must advertise the real port.
+        self._listener = await loop.create_server(
+            self._new_connection, host, port, start_serving=False, reuse_address=True,
+            backlog=1024)
+        self.kafka_address = self._listener.sockets[0].getsockname()[:2]
+        config = s.to_node_config(bound_port=self.kafka_address[1])
+        self.node = await loop.run_in_executor(None, self._node_factory, config, now_ms())
+        self.metrics.watch_node(lambda: self.node)
+        self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
+                             flush_interval_ms=s.flush_interval_ms, metrics=self.metrics)
+        self.broker.on_fatal = self.request_stop
+        self._metrics_http = MetricsHttpServer(self.metrics.registry, lambda: self._serving)
+        self.metrics_address = await self._metrics_http.start(*s.metrics_address)
+        self.broker.start()
+        await self._listener.start_serving()
+        self._serving = True
+        log.info("metrics listening on " + format_host_port(*self.metrics_address))
+        # Tests and scripts wait for this exact line; it names the actual (maybe ephemeral) port.
+        log.info("kraftd listening on " + format_host_port(*self.kafka_address),
+                 node_id=s.node_id, data_dir=s.data_dir, fsync_policy=s.fsync_policy)
+
+    def _new_connection(self) -> KafkaConnection:
+        s = self.settings
+        return KafkaConnection(self.broker, max_frame_bytes=s.socket_request_max_bytes,
+                               idle_timeout_s=s.connections_max_idle_ms / 1000,
+                               metrics=self.metrics)
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self.start()
+            await self._stop.wait()
+        finally:
+            await self.shutdown()
+        return 1 if (self.broker is not None and self.broker.fatal is not None) else 0
+
+    async def shutdown(self) -> None:
+        """Stop accepting, answer what is in flight, fsync, close the node."""
+        log.info("kraftd shutting down")
+        self._serving = False
+        if self._listener is not None:
+            self._listener.close()
+        broker = self.broker
+        if broker is not None:
+            for conn in list(broker.connections):
+                conn.stop_reading()
+            deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE_S
+            while (any(c.pending_count for c in broker.connections)
+                   and asyncio.get_running_loop().time() < deadline and broker.fatal is None):
+                await asyncio.sleep(0.01)
+            await broker.stop()
+            for conn in list(broker.connections):
+                conn.close("shutdown")
+        if self._metrics_http is not None:
+            await self._metrics_http.close()
+        if self.node is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.node.close)
+            self.node = None
+        await asyncio.sleep(0)  # let transports run their close callbacks
+        log.info("kraftd stopped")
+
+
+def serve(settings: Settings, node_factory: NodeFactory = open_file_node) -> int:
+    """Run the daemon until SIGTERM/SIGINT; returns the process exit code."""
+
+    async def main() -> int:
+        return await KraftdServer(settings, node_factory).run()
+
+    return uvloop.run(main())

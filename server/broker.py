@@ -1,0 +1,255 @@
+"""Drives the sans-IO Node from the event loop: dispatch, parked requests, timers, group commit.
+
+Everything here runs on the loop thread except `log.flush()`, which runs in a worker thread
+(the storage contract allows flush() concurrently with appends on the loop).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import structlog
+
+from kraftd.quorum.outcomes import NoResponse, Park, Respond
+
+from .connection import CloseConnection, KafkaConnection, ResponseSlot
+from .metrics import ServerMetrics
+
+log = structlog.get_logger("kraftd.broker")
+
+# Poll the node at least this often even if it reports no deadline (cheap safety net).
+POLL_MAX_INTERVAL_S = 0.1
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """The Dispatcher behind every KafkaConnection, plus the node's timer and flusher."""
+
+    def __init__(self, node: Any, *, fsync_policy: str, flush_interval_ms: int,
+                 metrics: ServerMetrics, codec: Any = None) -> None:
+        if codec is None:
+            from kraftd.protocol import framing as codec
+        self.node = node
+        self.metrics = metrics
+        self._codec = codec
+        self._fsync_policy = fsync_policy
+        self._flush_interval_s = flush_interval_ms / 1000
+        self._parked: dict[int, tuple[ResponseSlot, Any]] = {}
+        self.connections: set[KafkaConnection] = set()
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._flush_wakeup = asyncio.Event()
+        self._flush_task: asyncio.Task | None = None
+        self._fsync_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kraftd-fsync")
+        self._batch_parked = False
+        self.fatal: BaseException | None = None  # set when the broker cannot go on (fsync failed)
+        self.on_fatal = lambda: None
+        self._api_names: dict[int, str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._arm_timer()
+        if self._fsync_policy != "never":
+            self._flush_task = asyncio.create_task(self._flush_loop(), name="kraftd-flusher")
+
+    @property
+    def parked_count(self) -> int:
+        return len(self._parked)
+
+    async def stop(self) -> None:
+        """Stop timers and the background flusher, then fsync what is left."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+            try:
+                await self._flush_task
+            except asyncio.CancelledError:
+                pass
+            self._flush_task = None
+        if self._fsync_policy != "never" and self.fatal is None:
+            await self.flush_logs()
+        self._fsync_pool.shutdown(wait=True)
+
+    # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
+    def connection_made(self, conn: KafkaConnection) -> None:
+        self.connections.add(conn)
+
+    def connection_lost(self, conn: KafkaConnection) -> None:
+        # Its parked requests stay in _parked until the node completes them; then dropped.
+        self.connections.discard(conn)
+
+    def dispatch(self, conn: KafkaConnection, frame: memoryview) -> ResponseSlot | None:
+        codec = self._codec
+        try:
+            header, body = codec.decode_request(frame)
+        except Exception as e:  # DecodeError: a peer's malformed bytes; never fatal
+            raise CloseConnection(f"malformed request: {e}") from None
+        key, version = header.request_api_key, header.request_api_version
+        api = self._api_name(key)
+        if body is None:
+            if key == API_VERSIONS_KEY:
+                # KIP-511: answer in v0 format with UNSUPPORTED_VERSION and our ranges, so the
+                # client can pick a version it shares with us.
+                return self._encoded_slot(conn, api, *unsupported_api_versions(header))
+            raise CloseConnection(f"unsupported api {key} v{version}")
+        self.metrics.request_counter(api, version).inc()
+        try:
+            outcome = self.node.handle(header, body, now_ms(), conn.peer)
+        except Exception:
+            log.exception("request handler failed", api=api, version=version, peer=conn.peer)
+            raise CloseConnection("handler error") from None
+        if type(outcome) is Respond:
+            return self._encoded_slot(conn, api, header, outcome.response)
+        if type(outcome) is Park:
+            slot = ResponseSlot(conn, api)
+            self._parked[outcome.token] = (slot, header)
+            self._batch_parked = True
+            return slot
+        if type(outcome) is NoResponse:
+            return None
+        raise TypeError(f"node.handle returned {outcome!r}")
+
+    def batch_done(self, conn: KafkaConnection) -> None:
+        """After a data_received's requests: let the node react (e.g. a produce satisfying a
+        parked fetch), and start a group commit if something is now waiting."""
+        self._deliver(self._poll_node())
+        if self._batch_parked:
+            self._batch_parked = False
+            self._flush_wakeup.set()
+            self._arm_timer()
+
+    # -- responses -------------------------------------------------------------------------
+    def _encoded_slot(self, conn, api: str, header, response) -> ResponseSlot:
+        parts: list = []
+        self._codec.encode_response(header, response, parts)
+        self._count_error(api, response)
+        return ResponseSlot(conn, api, parts)
+
+    def _count_error(self, api: str, response) -> None:
+        code = getattr(response, "error_code", 0)
+        if code:
+            self.metrics.errors.labels(api, str(code)).inc()
+
+    def _deliver(self, completions) -> None:
+        touched: dict[KafkaConnection, None] = {}
+        for c in completions:
+            entry = self._parked.pop(c.token, None)
+            if entry is None:
+                continue
+            slot, header = entry
+            conn = slot.conn
+            if conn.closed:
+                continue
+            try:
+                parts: list = []
+                if c.response is not None:
+                    self._codec.encode_response(header, c.response, parts)
+                    self._count_error(slot.api, c.response)
+                slot.parts = parts
+            except Exception:
+                log.exception("encoding a completed response failed", api=slot.api)
+                conn.abort("encode error")
+                continue
+            touched[conn] = None
+        for conn in touched:  # one coalesced write per connection
+            try:
+                conn.flush()
+            except Exception:
+                log.exception("write failed", peer=conn.peer)
+                conn.abort("write error")
+
+    def _api_name(self, key: int) -> str:
+        name = self._api_names.get(key)
+        if name is None:
+            try:
+                from kraftd.protocol.api import API_BY_KEY
+                spec = API_BY_KEY.get(key)
+                name = spec.name if spec is not None else f"unknown_{key}"
+            except ImportError:
+                name = str(key)
+            self._api_names[key] = name
+        return name
+
+    # -- node timers -----------------------------------------------------------------------
+    def _poll_node(self) -> list:
+        try:
+            return self.node.poll(now_ms())
+        except Exception:
+            log.exception("node.poll failed")
+            return []
+
+    def _arm_timer(self) -> None:
+        """(Re)arm the single poll timer for the node's next deadline (capped)."""
+        delay = POLL_MAX_INTERVAL_S
+        deadline = self.node.next_deadline_ms()
+        if deadline is not None:
+            delay = min(delay, max(0.0, (deadline - now_ms()) / 1000))
+        at = self._loop.time() + delay
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._deliver(self._poll_node())
+        self._arm_timer()
+
+    # -- group commit ----------------------------------------------------------------------
+    async def _flush_loop(self) -> None:
+        """Fsync every flush_interval_ms, or at once when a request is waiting for durability.
+        A flush covers every append made before it started, so requests parked while one
+        is running are covered by the next: that is the group commit."""
+        while True:
+            try:
+                await asyncio.wait_for(self._flush_wakeup.wait(), self._flush_interval_s)
+            except TimeoutError:
+                pass
+            self._flush_wakeup.clear()
+            await self.flush_logs()
+            if self.fatal is not None:
+                return
+
+    async def flush_logs(self) -> None:
+        logs = self.node.logs_to_flush()
+        if not logs:
+            return
+        futures = [self._loop.run_in_executor(self._fsync_pool, lg.flush) for _, lg in logs]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        completions: list = []
+        for (key, _), result in zip(logs, results):
+            if isinstance(result, BaseException):
+                # Kafka halts on a failed log flush: the page cache state is unknown, so
+                # acknowledging anything further could lie about durability.
+                log.critical("fsync failed; shutting down", log_key=str(key), error=repr(result))
+                self.fatal = result
+                self.on_fatal()
+                return
+            completions.extend(self.node.on_flushed(key, result, now_ms()))
+        self._deliver(completions)
+
+
+def unsupported_api_versions(header) -> tuple[Any, Any]:
+    """(v0 header, ApiVersionsResponse) for an ApiVersions request of a version we don't serve."""
+    from kraftd.protocol.api import API_BY_KEY
+    from kraftd.protocol.messages import ApiVersionsResponse, RequestHeader
+
+    entry = ApiVersionsResponse.ApiVersion
+    keys = [entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+            for s in sorted(API_BY_KEY.values(), key=lambda s: s.key)]
+    response = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=keys)
+    v0 = RequestHeader(request_api_key=API_VERSIONS_KEY, request_api_version=0,
+                       correlation_id=header.correlation_id, client_id=header.client_id)
+    return v0, response

@@ -1,0 +1,265 @@
+"""One Kafka client connection: framing, in-order pipelined responses, backpressure, idle timeout.
+
+The connection knows only the 4-byte length prefix. Decoding, the core and encoding live in the
+dispatcher (`Broker.dispatch`), which returns a `ResponseSlot` (or None for acks=0) per frame.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any, Protocol as TypingProtocol
+
+import structlog
+
+log = structlog.get_logger("kraftd.connection")
+
+# Pause reading while the transport buffers more than this (bytes in flight per connection).
+WRITE_HIGH_WATER = 1024 * 1024
+WRITE_LOW_WATER = 256 * 1024
+# Pause reading while this many responses are owed (a parked fetch holds back later ones).
+MAX_PENDING = 128
+# Parts shorter than this are joined into one buffer; longer ones are written as-is (no copy).
+COALESCE_MAX = 64 * 1024
+
+
+class CloseConnection(Exception):
+    """Raised by the dispatcher: drop this connection (malformed or unsupported request)."""
+
+
+class Dispatcher(TypingProtocol):
+    def dispatch(self, conn: "KafkaConnection", frame: memoryview) -> "ResponseSlot | None": ...
+    def batch_done(self, conn: "KafkaConnection") -> None: ...
+    def connection_made(self, conn: "KafkaConnection") -> None: ...
+    def connection_lost(self, conn: "KafkaConnection") -> None: ...
+
+
+class ResponseSlot:
+    """A response owed on a connection, in request order. `parts` is None until it is ready."""
+
+    __slots__ = ("conn", "api", "started", "parts")
+
+    def __init__(self, conn: "KafkaConnection", api: str, parts: list | None = None) -> None:
+        self.conn = conn
+        self.api = api
+        self.started = time.perf_counter()
+        self.parts = parts
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int, idle_timeout_s: float,
+                 metrics: Any = None) -> None:
+        self._dispatcher = dispatcher
+        self._max_frame = max_frame_bytes
+        self._idle_timeout = idle_timeout_s
+        self._metrics = metrics
+        self._buf = bytearray()
+        self._pending: deque[ResponseSlot] = deque()
+        self._paused: set[str] = set()  # why reading is paused: "write", "pipeline"
+        self._transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._last_active = 0.0
+        self.peer = ""
+
+    # -- asyncio callbacks -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._loop = loop = asyncio.get_running_loop()
+        self._last_active = loop.time()
+        self._idle_handle = loop.call_later(self._idle_timeout, self._check_idle)
+        if self._metrics is not None:
+            self._metrics.connections.inc()
+            self._metrics.connections_open.inc()
+        self._dispatcher.connection_made(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        if self._metrics is not None:
+            self._metrics.connections_open.dec()
+        self._closed = True
+        self._pending.clear()
+        self._buf = bytearray()
+        self._dispatcher.connection_lost(self)
+
+    def pause_writing(self) -> None:
+        self._pause("write")
+
+    def resume_writing(self) -> None:
+        self._resume("write")
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._last_active = self._loop.time()
+        if self._metrics is not None:
+            self._metrics.bytes_in.inc(len(data))
+        try:
+            self._split_frames(data)
+            self._dispatcher.batch_done(self)
+            self.flush()
+        except Exception:
+            log.exception("connection failed", peer=self.peer)
+            self.abort("internal error")
+
+    # -- framing ---------------------------------------------------------------------------
+    def _split_frames(self, data: bytes) -> None:
+        buf = self._buf
+        if buf:
+            buf += data
+            if len(buf) < 4:
+                return
+            size = int.from_bytes(buf[:4], "big", signed=True)
+            if not self._size_ok(size) or len(buf) < 4 + size:
+                return
+            # Hand the whole buffer over to the frames (decoded bytes fields are views into it)
+            # and start a fresh one: no copy, and no resizing of an exported buffer.
+            data, self._buf = buf, bytearray()  # type: ignore[assignment]
+        mv = memoryview(data)
+        end = len(mv)
+        pos = 0
+        while end - pos >= 4:
+            size = int.from_bytes(mv[pos:pos + 4], "big", signed=True)
+            if not self._size_ok(size):
+                return
+            if end - pos - 4 < size:
+                break
+            frame = mv[pos + 4:pos + 4 + size]
+            pos += 4 + size
+            self._dispatch(frame)
+            if self._closed:
+                return
+        if pos < end:
+            self._buf += mv[pos:]
+            if len(self._buf) >= 4:  # reject an oversize header before buffering its body
+                self._size_ok(int.from_bytes(self._buf[:4], "big", signed=True))
+
+    def _size_ok(self, size: int) -> bool:
+        if 0 <= size <= self._max_frame:
+            return True
+        log.info("closing connection: bad frame size", peer=self.peer, size=size,
+                 max=self._max_frame)
+        self.abort("frame size")
+        return False
+
+    def _dispatch(self, frame: memoryview) -> None:
+        try:
+            slot = self._dispatcher.dispatch(self, frame)
+        except CloseConnection as e:
+            log.info("closing connection", peer=self.peer, reason=str(e))
+            self.close(str(e))
+            return
+        if slot is not None:
+            self._pending.append(slot)
+            if len(self._pending) >= MAX_PENDING:
+                self._pause("pipeline")
+
+    # -- writing ---------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write every response that is ready and not held back by an earlier one, in one go."""
+        pending = self._pending
+        if self._closed or not pending or pending[0].parts is None:
+            return
+        out: list = []
+        now = time.perf_counter()
+        metrics = self._metrics
+        while pending and pending[0].parts is not None:
+            slot = pending.popleft()
+            out.extend(slot.parts)
+            if metrics is not None:
+                metrics.latency(slot.api).observe(now - slot.started)
+        nbytes = write_parts(self._transport, out)
+        if metrics is not None:
+            metrics.bytes_out.inc(nbytes)
+        self._last_active = self._loop.time()
+        if "pipeline" in self._paused and len(pending) <= MAX_PENDING // 2:
+            self._resume("pipeline")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def close(self, reason: str = "") -> None:
+        """Close after what is already written has been sent."""
+        if not self._closed:
+            self._closed = True
+            self._count_disconnect(reason)
+            self._transport.close()
+
+    def abort(self, reason: str = "") -> None:
+        """Close now, dropping buffered output (protocol violations)."""
+        if not self._closed:
+            self._closed = True
+            self._count_disconnect(reason)
+            self._transport.abort()
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no new requests, still answer the ones in flight."""
+        self._pause("shutdown")
+
+    def _count_disconnect(self, reason: str) -> None:
+        if self._metrics is not None and reason:
+            self._metrics.disconnects.labels(reason).inc()
+
+    def _pause(self, why: str) -> None:
+        if not self._paused and not self._closed:
+            self._transport.pause_reading()
+        self._paused.add(why)
+
+    def _resume(self, why: str) -> None:
+        self._paused.discard(why)
+        if not self._paused and not self._closed:
+            self._transport.resume_reading()
+
+    def _check_idle(self) -> None:
+        if self._closed:
+            return
+        loop = self._loop
+        idle_for = loop.time() - self._last_active
+        if idle_for >= self._idle_timeout and not self._pending:
+            log.info("closing idle connection", peer=self.peer, idle_s=round(idle_for, 1))
+            self.close("idle")
+            return
+        remaining = self._idle_timeout - idle_for
+        self._idle_handle = loop.call_later(max(remaining, 0.05) if not self._pending
+                                            else self._idle_timeout, self._check_idle)
+
+
+def write_parts(transport: asyncio.WriteTransport, parts: list) -> int:
+    """Write encoded response parts with as few copies and calls as possible.
+
+    Small bytes are joined; large buffers and storage regions (objects with `.view()`) are
+    passed to `writelines` as memoryviews so a 1 MiB fetch payload is never copied here.
+    """
+    chunks: list = []
+    small: list = []
+    total = 0
+    for p in parts:
+        if hasattr(p, "view"):
+            p = p.view()
+        n = len(p)
+        total += n
+        if n < COALESCE_MAX:
+            small.append(p)
+            continue
+        if small:
+            chunks.append(b"".join(small))
+            small = []
+        chunks.append(p)
+    if small:
+        chunks.append(b"".join(small) if len(small) > 1 else small[0])
+    if len(chunks) == 1:
+        transport.write(chunks[0])
+    else:
+        transport.writelines(chunks)
+    return total

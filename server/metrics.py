@@ -1,0 +1,157 @@
+"""Prometheus metrics on a private registry, served by a tiny asyncio HTTP endpoint.
+
+Other modules add metrics in one of two ways:
+  * server code: register on `ServerMetrics.registry` (passed around, never the global default);
+  * the core (no prometheus import in quorum/): implement `node.metrics_values() -> dict[str,
+    int | float]`; each key is exposed at scrape time as `kraftd_<key>` (a counter when the key
+    ends in `_total`, else a gauge). Per-partition offsets come from `node.metrics_snapshot()`.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Iterable
+
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+log = structlog.get_logger("kraftd.metrics")
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0, 30.0)
+PARTITION_GAUGES = ("log_start_offset", "log_end_offset", "high_watermark")
+
+
+class ServerMetrics:
+    """The shell's instruments. Children are cached: `labels()` is too slow per request."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("kraftd_requests", "Requests received", ["api", "version"],
+                                registry=r)
+        self.request_latency = Histogram("kraftd_request_latency_seconds",
+                                         "Time from request decoded to response written",
+                                         ["api"], buckets=LATENCY_BUCKETS, registry=r)
+        self.errors = Counter("kraftd_errors", "Responses with a top-level error code",
+                              ["api", "code"], registry=r)
+        self.bytes_in = Counter("kraftd_bytes_in", "Bytes read from Kafka clients", registry=r)
+        self.bytes_out = Counter("kraftd_bytes_out", "Bytes written to Kafka clients", registry=r)
+        # A gauge may not share a counter's base name, hence _open.
+        self.connections_open = Gauge("kraftd_connections_open", "Open client connections",
+                                      registry=r)
+        self.connections = Counter("kraftd_connections", "Client connections accepted",
+                                   registry=r)
+        self.disconnects = Counter("kraftd_disconnects", "Connections closed by kraftd",
+                                   ["reason"], registry=r)
+        self._req_children: dict[tuple[str, int], Any] = {}
+        self._lat_children: dict[str, Any] = {}
+
+    def request_counter(self, api: str, version: int):
+        key = (api, version)
+        child = self._req_children.get(key)
+        if child is None:
+            child = self._req_children[key] = self.requests.labels(api, str(version))
+        return child
+
+    def latency(self, api: str):
+        child = self._lat_children.get(api)
+        if child is None:
+            child = self._lat_children[api] = self.request_latency.labels(api)
+        return child
+
+    def watch_node(self, get_node: Callable[[], Any]) -> None:
+        """Expose the node's per-partition offsets and extra values at scrape time."""
+        self.registry.register(NodeCollector(get_node))
+
+
+class NodeCollector(Collector):
+    def __init__(self, get_node: Callable[[], Any]) -> None:
+        self._get_node = get_node
+
+    def describe(self) -> Iterable:
+        return []  # dynamic: don't call collect() at registration (the node may not exist yet)
+
+    def collect(self) -> Iterable:
+        node = self._get_node()
+        if node is None:
+            return
+        families = {name: GaugeMetricFamily(f"kraftd_{name}", f"Partition {name}",
+                                            labels=["topic", "partition"])
+                    for name in PARTITION_GAUGES}
+        for p in node.metrics_snapshot():
+            labels = [str(p["topic"]), str(p["partition"])]
+            for name in PARTITION_GAUGES:
+                if name in p:
+                    families[name].add_metric(labels, p[name])
+        yield from families.values()
+        values = getattr(node, "metrics_values", None)
+        if values is not None:
+            for key, value in values().items():
+                if key.endswith("_total"):
+                    yield CounterMetricFamily(f"kraftd_{key[:-6]}", key, value=value)
+                else:
+                    yield GaugeMetricFamily(f"kraftd_{key}", key, value=value)
+
+
+class MetricsHttpServer:
+    """GET /metrics and GET /healthz. One request per connection; runs on the event loop
+    (the scrape reads the node, which is only safe from the loop thread)."""
+
+    MAX_HEAD = 16 * 1024
+    READ_TIMEOUT_S = 10.0
+
+    def __init__(self, registry: CollectorRegistry, is_healthy: Callable[[], bool]) -> None:
+        self._registry = registry
+        self._is_healthy = is_healthy
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        self._server = await asyncio.start_server(self._serve, host, port,
+                                                  limit=self.MAX_HEAD)
+        return self._server.sockets[0].getsockname()[:2]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.READ_TIMEOUT_S)
+            method, path = _request_line(head)
+            status, ctype, body = self._route(method, path)
+            writer.write(b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+                         b"Connection: close\r\n\r\n" % (status, ctype, len(body)))
+            if method != b"HEAD":
+                writer.write(body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                ConnectionError, ValueError):
+            pass  # a broken scraper is not our problem
+        except Exception:
+            log.exception("metrics request failed")
+        finally:
+            writer.close()
+
+    def _route(self, method: bytes, path: bytes) -> tuple[bytes, bytes, bytes]:
+        text = b"text/plain; charset=utf-8"
+        if method not in (b"GET", b"HEAD"):
+            return b"405 Method Not Allowed", text, b"method not allowed\n"
+        path = path.split(b"?", 1)[0]
+        if path == b"/metrics":
+            return b"200 OK", CONTENT_TYPE_LATEST.encode(), generate_latest(self._registry)
+        if path == b"/healthz":
+            if self._is_healthy():
+                return b"200 OK", text, b"ok\n"
+            return b"503 Service Unavailable", text, b"not serving\n"
+        return b"404 Not Found", text, b"not found\n"
+
+
+def _request_line(head: bytes) -> tuple[bytes, bytes]:
+    parts = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(parts) != 3:
+        raise ValueError("bad request line")
+    return parts[0], parts[1]
