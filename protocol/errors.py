@@ -13,6 +13,8 @@ __all__ = [
     "DecodeError",
     "CorruptRecordError",
     "InvalidRecordError",
+    "EncodeError",
+    "UnsupportedVersionError",
 ]
 
 
@@ -181,3 +183,12 @@ _RETRIABLE = frozenset({
     2, 3, 5, 6, 7, 9, 13, 14, 15, 16, 19, 20, 41, 51, 56, 70, 71, 72, 74, 75, 78, 80, 83,
     84, 88, 89, 100, 103, 106, 122, 123, 133,
 })
+
+
+class EncodeError(KafkaProtocolError, ValueError):
+    """A message object that cannot be written in the requested version (e.g. None where the
+    field is not nullable)."""
+
+
+class UnsupportedVersionError(DecodeError):
+    """Decode or encode asked for a version outside the schema's validVersions."""
