@@ -4,6 +4,7 @@ from __future__ import annotations
 from kraftd.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from kraftd.protocol.messages import ProduceResponse
 from kraftd.protocol.records import validate_batches
+from kraftd.storage.producer_state import ProducerStatus
 
 from ..outcomes import NoResponse, Park, Respond
 from ..topics import TopicError
@@ -101,13 +102,23 @@ def _sequence_check(state, headers):
     for header in headers:
         if header.producer_id < 0:
             continue
-        verdict = state.check(header.producer_id, header.producer_epoch, header.base_sequence,
-                              header.last_sequence)
-        if verdict.error is not None:
-            return ErrorCode[verdict.error], verdict.message
-        if verdict.duplicate_first_offset is not None:
-            duplicate_of = verdict.duplicate_first_offset
+        last_sequence = (header.base_sequence + header.last_offset_delta) % _SEQUENCE_SPACE
+        status, batch = state.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                    last_sequence)
+        if status is ProducerStatus.DUPLICATE:
+            duplicate_of = batch.first_offset
+        elif status is not ProducerStatus.OK:
+            code = _SEQUENCE_ERRORS[status]
+            return code, f"{code.name} for producer {header.producer_id} at sequence {header.base_sequence}"
     return duplicate_of
+
+
+_SEQUENCE_SPACE = 2**31
+_SEQUENCE_ERRORS = {
+    ProducerStatus.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    ProducerStatus.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ProducerStatus.UNKNOWN_PRODUCER_ID: ErrorCode.UNKNOWN_PRODUCER_ID,
+}
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None):
