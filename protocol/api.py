@@ -1,0 +1,85 @@
+"""Registry of the APIs we serve, built from the request/response schemas that exist.
+
+Adding `FooRequest.json` and `FooResponse.json` with an `apiKey` to `schemas/` adds the API.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .messages import ALL_MESSAGES
+
+__all__ = [
+    "ApiSpec", "API_BY_KEY", "API_BY_NAME", "header_versions", "supported_versions",
+    "PRODUCE", "FETCH", "LIST_OFFSETS", "METADATA", "API_VERSIONS", "CREATE_TOPICS",
+    "DELETE_RECORDS", "INIT_PRODUCER_ID", "OFFSET_FOR_LEADER_EPOCH", "FETCH_SNAPSHOT",
+]
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
+FETCH_SNAPSHOT = 59
+
+
+class ApiSpec(NamedTuple):
+    key: int
+    name: str               # "Fetch"
+    min_version: int        # the range we serve (the schemas' validVersions)
+    max_version: int
+    request_cls: type
+    response_cls: type
+    flexible_min: int | None  # first flexible version, None if none of ours is flexible
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible_min is not None and version >= self.flexible_min
+
+
+def _build() -> dict[int, ApiSpec]:
+    requests, responses = {}, {}
+    for cls in ALL_MESSAGES.values():
+        if cls.SCHEMA_TYPE == "request":
+            requests[cls.API_KEY] = cls
+        elif cls.SCHEMA_TYPE == "response":
+            responses[cls.API_KEY] = cls
+    table = {}
+    for key in sorted(requests.keys() & responses.keys()):
+        req, resp = requests[key], responses[key]
+        lo = max(req.MIN_VERSION, resp.MIN_VERSION)
+        hi = min(req.MAX_VERSION, resp.MAX_VERSION)
+        name = req.__name__[: -len("Request")]
+        table[key] = ApiSpec(key, name, lo, hi, req, resp, req.FLEXIBLE_MIN)
+    return table
+
+
+API_BY_KEY: dict[int, ApiSpec] = _build()
+API_BY_NAME: dict[str, ApiSpec] = {s.name: s for s in API_BY_KEY.values()}
+
+
+def header_versions(api_key: int, api_version: int) -> tuple[int, int]:
+    """(request header version, response header version) for a request.
+
+    Flexible requests use request header v2 (tagged fields), others v1; responses likewise
+    v1/v0. ApiVersions responses always use v0 so that a client that does not know the
+    server's versions yet can parse them (KIP-511). Request header v0 is only used by
+    ControlledShutdown v0, which we do not serve. Unknown APIs get (1, 0).
+    """
+    spec = API_BY_KEY.get(api_key)
+    if spec is None:
+        return 1, 0
+    flexible = spec.is_flexible(api_version)
+    if api_key == API_VERSIONS:
+        return (2 if flexible else 1), 0
+    return (2, 1) if flexible else (1, 0)
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min_version, max_version) for every API we serve, by key."""
+    return [(s.key, s.min_version, s.max_version) for s in API_BY_KEY.values()]
