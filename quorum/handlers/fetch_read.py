@@ -43,41 +43,42 @@ def read_partitions(fetches: list[PartitionFetch], limits: FetchLimits) -> tuple
     remaining = limits.response_max_bytes
     results, total, errors = [], 0, False
     for fetch in fetches:
-        data, size = _read_one(fetch, limits, remaining, min_one_batch=(total == 0))
+        data, size, stop = _read_one(fetch, limits, remaining, min_one_batch=(total == 0))
         results.append(data)
         total += size
         remaining = max(0, remaining - size)
-        errors = errors or data.error_code != 0 or data.diverging_epoch is not None
+        errors = errors or stop
     return results, total, errors
 
 
 def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_one_batch: bool):
+    """(PartitionData, record bytes, whether the fetcher must hear about it at once)."""
     partition = fetch.partition
     if fetch.resolve_error:
-        return _error(fetch, fetch.resolve_error), 0
+        return _error(fetch, fetch.resolve_error), 0, True
     epoch_error = leader_epoch_error(fetch.current_leader_epoch, partition.leader_epoch)
     if epoch_error:
         leader = FetchResponse.LeaderIdAndEpoch(leader_id=limits.leader_id, leader_epoch=partition.leader_epoch)
-        return _error(fetch, epoch_error, current_leader=leader), 0
+        return _error(fetch, epoch_error, current_leader=leader), 0, True
     if fetch.fetch_offset < 0 or (
             fetch.last_fetched_epoch >= 0 and fetch.current_leader_epoch >= 0
             and fetch.last_fetched_epoch > fetch.current_leader_epoch):
-        return _error(fetch, ErrorCode.INVALID_REQUEST), 0
+        return _error(fetch, ErrorCode.INVALID_REQUEST), 0, True
     log = partition.log
     if limits.version >= 12 and fetch.last_fetched_epoch >= 0:
         diverging = _diverging_epoch(log, fetch)
         if diverging is not None:
-            return _data(fetch, partition, limits, EMPTY, diverging_epoch=diverging), 0
+            return _data(fetch, partition, limits, EMPTY, diverging_epoch=diverging), 0, True
     upper = partition.high_watermark if limits.is_consumer else log.log_end_offset
     if fetch.fetch_offset < log.log_start_offset or fetch.fetch_offset > upper:
-        return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0
+        return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True
     budget = min(fetch.max_bytes, remaining)
     if fetch.fetch_offset == upper or (budget <= 0 and not min_one_batch):
-        return _data(fetch, partition, limits, EMPTY), 0
+        return _data(fetch, partition, limits, EMPTY), 0, False
     result = log.read(fetch.fetch_offset, budget, max_offset=upper, min_one_batch=min_one_batch)
     # Like Kafka, one partition's data comes from a single segment.
     records = result.regions[0] if result.regions else EMPTY
-    return _data(fetch, partition, limits, records), len(records)
+    return _data(fetch, partition, limits, records), len(records), False
 
 
 def _diverging_epoch(log, fetch: PartitionFetch):

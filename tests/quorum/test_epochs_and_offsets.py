@@ -59,7 +59,7 @@ def test_fetch_from_a_diverged_position_gets_the_diverging_epoch(ctx):
     assert data.error_code == 0
     assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (old_epoch, 2)
     assert values_in(data) == []
-    assert ctx.fetch("t", 0, 2, last_fetched_epoch=old_epoch).diverging_epoch is None
+    assert ctx.fetch("t", 0, 2, last_fetched_epoch=old_epoch).diverging_epoch == m.FetchResponse.EpochEndOffset()
 
 
 def test_last_fetched_epoch_above_current_leader_epoch_is_invalid(ctx):
