@@ -235,3 +235,274 @@ def set_log_append_time(buf: bytearray, pos: int, header_or_ts, ts: int | None =
     crc = compute_crc(buf, pos, header)
     _pack_u32(buf, pos + _CRC_OFFSET, crc)
     return header._replace(crc=crc)
+
+
+# ------------------------------------------------------------------ records
+
+class Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list  # list[tuple[str, bytes | None]]
+
+
+_new_record = tuple.__new__
+# zigzag decode of a one-byte varint, by table: cheaper than the arithmetic in the hot loop
+_ZZ = [(b >> 1) ^ -(b & 1) for b in range(128)]
+
+
+def _bad(msg: str, base_offset: int) -> CorruptRecordError:
+    return CorruptRecordError(f"batch at offset {base_offset}: {msg}")
+
+
+def _decode_payload(d: bytes, count: int, base_offset: int, base_ts: int,
+                    append_ts: int | None) -> list[Record]:
+    """Parse `count` records from the (decompressed) records section `d`.
+
+    One flat loop with local variables; one-byte varints (the common case) take a fast path,
+    longer ones go through read_varint_slow. Truncation surfaces as IndexError and is turned
+    into CorruptRecordError once, outside the loop.
+    """
+    out = []
+    append = out.append
+    zz = _ZZ
+    R = Record
+    new = _new_record
+    end = len(d)
+    pos = start = 0
+    i = 0
+    try:
+        while i < count:
+            start = pos
+            b = d[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            else:
+                if d[pos + 1] < 0x80:  # two-byte varints inline too (64..8191)
+                    z = (b & 0x7F) | (d[pos + 1] << 7)
+                    pos += 2
+                else:
+                    z, pos = _uv(d, pos)
+                length = (z >> 1) ^ -(z & 1)
+            rec_end = pos + length
+            if length < 6 or rec_end > end:  # 6 = attrs + 5 one-byte varints, the minimum
+                raise _bad(f"record {i} has invalid length {length}", base_offset)
+            pos += 1  # record attributes: unused in v2
+            b = d[pos]
+            if b < 0x80:
+                ts = zz[b]
+                pos += 1
+            else:
+                if d[pos + 1] < 0x80:
+                    z = (b & 0x7F) | (d[pos + 1] << 7)
+                    pos += 2
+                else:
+                    z, pos = _uv(d, pos)
+                ts = (z >> 1) ^ -(z & 1)
+            b = d[pos]
+            if b < 0x80:
+                od = zz[b]
+                pos += 1
+            else:
+                if d[pos + 1] < 0x80:
+                    z = (b & 0x7F) | (d[pos + 1] << 7)
+                    pos += 2
+                else:
+                    z, pos = _uv(d, pos)
+                od = (z >> 1) ^ -(z & 1)
+            b = d[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                if d[pos + 1] < 0x80:
+                    z = (b & 0x7F) | (d[pos + 1] << 7)
+                    pos += 2
+                else:
+                    z, pos = _uv(d, pos)
+                n = (z >> 1) ^ -(z & 1)
+            if n >= 0:
+                key = d[pos:pos + n]
+                pos += n
+            elif n == -1:
+                key = None
+            else:
+                raise _bad(f"record {i} has key length {n}", base_offset)
+            b = d[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                if d[pos + 1] < 0x80:
+                    z = (b & 0x7F) | (d[pos + 1] << 7)
+                    pos += 2
+                else:
+                    z, pos = _uv(d, pos)
+                n = (z >> 1) ^ -(z & 1)
+            if n >= 0:
+                value = d[pos:pos + n]
+                pos += n
+            elif n == -1:
+                value = None
+            else:
+                raise _bad(f"record {i} has value length {n}", base_offset)
+            b = d[pos]
+            if b == 0:
+                headers = []
+                pos += 1
+            else:
+                headers, pos = _decode_headers(d, pos, i, base_offset)
+            if pos != rec_end:
+                raise _bad(f"record {i} length {length} does not match its fields", base_offset)
+            append(new(R, (base_offset + od, append_ts if append_ts is not None else base_ts + ts,
+                           key, value, headers)))
+            i += 1
+    except IndexError:
+        if start >= end:  # ran out exactly at a record boundary
+            raise InvalidRecordError(
+                f"batch at offset {base_offset} declares {count} records, found {i}") from None
+        raise _bad(f"record {i} is truncated", base_offset) from None
+    except UnicodeDecodeError:
+        raise _bad(f"record {i} has a header key that is not UTF-8", base_offset) from None
+    if pos != end:
+        raise InvalidRecordError(
+            f"batch at offset {base_offset}: {end - pos} bytes left after {count} records")
+    return out
+
+
+def _decode_headers(d: bytes, pos: int, i: int, base_offset: int):
+    z, pos = _uv(d, pos)
+    count = (z >> 1) ^ -(z & 1)
+    if count < 0:
+        raise _bad(f"record {i} has header count {count}", base_offset)
+    headers = []
+    for _ in range(count):
+        z, pos = _uv(d, pos)
+        n = (z >> 1) ^ -(z & 1)
+        if n < 0:
+            raise InvalidRecordError(f"batch at offset {base_offset}: record {i} header key "
+                                     f"length {n}")
+        k = d[pos:pos + n].decode()
+        pos += n
+        z, pos = _uv(d, pos)
+        n = (z >> 1) ^ -(z & 1)
+        if n >= 0:
+            v = d[pos:pos + n]
+            pos += n
+        elif n == -1:
+            v = None
+        else:
+            raise _bad(f"record {i} has header value length {n}", base_offset)
+        if pos > len(d):
+            raise IndexError
+        headers.append((k, v))
+    return headers, pos
+
+
+def decode_records(batch, header: BatchHeader | None = None, *,
+                   max_decompressed: int | None = None) -> list[Record]:
+    """Records of the batch starting at batch[0] (decompressing if needed).
+
+    Record offsets are base_offset + offset_delta (gaps allowed: compacted batches); timestamps
+    are base_timestamp + delta, or max_timestamp for LogAppendTime batches. Keys and values are
+    bytes (copies). Errors: CorruptRecordError (truncated, bad lengths/varints, bad
+    compression, non-UTF-8 header key), InvalidRecordError (record count mismatch).
+    The CRC is not checked here: use crc_ok/validate_batches for untrusted input.
+    """
+    if header is None:
+        header = parse_batch_header(batch)
+    size = header[1] + _LOG_OVERHEAD
+    if len(batch) < size:
+        raise CorruptRecordError(f"batch at offset {header[0]} needs {size} bytes, "
+                                 f"{len(batch)} present")
+    if header[3] != MAGIC:
+        raise InvalidRecordError(f"batch at offset {header[0]} has magic {header[3]}")
+    count = header[12]
+    if count < 0:
+        raise InvalidRecordError(f"batch at offset {header[0]} has record count {count}")
+    data = bytes(memoryview(batch)[BATCH_HEADER_SIZE:size])
+    codec = header[5] & _COMPRESSION_MASK
+    if codec:
+        data = decompress(codec, data, max_size=max_decompressed)
+    append_ts = header[8] if header[5] & _TIMESTAMP_TYPE_BIT else None
+    return _decode_payload(data, count, header[0], header[7], append_ts)
+
+
+def iter_records(buf, *, max_decompressed: int | None = None) -> Iterator[Record]:
+    """Records of every complete batch in `buf` (e.g. a log read or a snapshot chunk)."""
+    mv = memoryview(buf)
+    for pos, h in iter_batch_headers(mv):
+        yield from decode_records(mv[pos:pos + h[1] + _LOG_OVERHEAD], h,
+                                  max_decompressed=max_decompressed)
+
+
+# ------------------------------------------------------------------ building
+
+def _write_bytes(out: bytearray, b) -> None:
+    if b is None:
+        out += b"\x01"  # zigzag(-1)
+    else:
+        _wv(out, len(b))
+        out += b
+
+
+def build_batch(records: Iterable, *, base_offset: int = 0,
+                compression: int = Compression.NONE, producer_id: int = NO_PRODUCER_ID,
+                producer_epoch: int = -1, base_sequence: int = -1,
+                partition_leader_epoch: int = -1, is_transactional: bool = False,
+                is_control: bool = False, timestamp_type: int = 0,
+                compression_level: int | None = None) -> bytes:
+    """Encode one v2 batch. `records` holds (key, value, headers, timestamp) tuples or Record
+    objects (whose offset is ignored: offset deltas are 0, 1, 2, ...). Header keys may be str
+    or bytes; a None timestamp means -1. base_timestamp is the first record's timestamp,
+    max_timestamp the largest. Raises ValueError for an empty batch."""
+    body = bytearray()
+    rec = bytearray()
+    base_ts = None
+    max_ts = NO_TIMESTAMP
+    n = 0
+    for r in records:
+        if isinstance(r, Record):
+            _, ts, key, value, headers = r
+        else:
+            key, value, headers, ts = r
+        if ts is None:
+            ts = NO_TIMESTAMP
+        if base_ts is None:
+            base_ts = ts
+        if ts > max_ts:
+            max_ts = ts
+        rec.clear()
+        rec += b"\x00"  # record attributes
+        _wv(rec, ts - base_ts)
+        _wv(rec, n)
+        _write_bytes(rec, key)
+        _write_bytes(rec, value)
+        if headers:
+            _wv(rec, len(headers))
+            for hk, hv in headers:
+                _write_bytes(rec, hk.encode() if isinstance(hk, str) else hk)
+                _write_bytes(rec, hv)
+        else:
+            rec += b"\x00"
+        _wv(body, len(rec))
+        body += rec
+        n += 1
+    if n == 0:
+        raise ValueError("a record batch needs at least one record")
+    attrs = int(compression) & _COMPRESSION_MASK
+    if timestamp_type:
+        attrs |= _TIMESTAMP_TYPE_BIT
+    if is_transactional:
+        attrs |= _TRANSACTIONAL_BIT
+    if is_control:
+        attrs |= _CONTROL_BIT
+    payload = compress(compression, body, level=compression_level) if attrs & 7 else bytes(body)
+    header = bytearray(_HEADER.pack(
+        base_offset, _MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, MAGIC, 0, attrs,
+        n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n))
+    crc = _crc_extend(_crc_value(bytes(header[_ATTR_OFFSET:])), payload)
+    _pack_u32(header, _CRC_OFFSET, crc)
+    return bytes(header) + payload
