@@ -55,7 +55,8 @@ class KafkaConnection(asyncio.Protocol):
         self._metrics = metrics
         self._buf = bytearray()
         self._pending: deque[ResponseSlot] = deque()
-        self._paused: set[str] = set()  # why reading is paused: "write", "pipeline"
+        self._paused: set[str] = set()  # why reading is paused: "write", "pipeline", "shutdown"
+        self._unflushed = 0  # bytes of ready responses not yet handed to the transport
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -99,6 +100,9 @@ class KafkaConnection(asyncio.Protocol):
         self._last_active = self._loop.time()
         if self._metrics is not None:
             self._metrics.bytes_in.inc(len(data))
+        self._process(data)
+
+    def _process(self, data: bytes) -> None:
         try:
             self._split_frames(data)
             self._dispatcher.batch_done(self)
@@ -124,6 +128,10 @@ class KafkaConnection(asyncio.Protocol):
         end = len(mv)
         pos = 0
         while end - pos >= 4:
+            if self._paused:
+                # Backpressure: requests already read wait here, unparsed, until the client
+                # drains its responses; this bounds memory even for one huge pipelined read.
+                break
             size = int.from_bytes(mv[pos:pos + 4], "big", signed=True)
             if not self._size_ok(size):
                 return
@@ -134,6 +142,8 @@ class KafkaConnection(asyncio.Protocol):
             self._dispatch(frame)
             if self._closed:
                 return
+            if self._unflushed >= WRITE_HIGH_WATER:
+                self.flush()  # may call pause_writing(), which stops the loop above
         if pos < end:
             self._buf += mv[pos:]
             if len(self._buf) >= 4:  # reject an oversize header before buffering its body
@@ -155,6 +165,8 @@ class KafkaConnection(asyncio.Protocol):
             self.close(str(e))
             return
         if slot is not None:
+            if slot.parts is not None:
+                self._unflushed += sum(map(len, slot.parts))
             self._pending.append(slot)
             if len(self._pending) >= MAX_PENDING:
                 self._pause("pipeline")
@@ -173,6 +185,7 @@ class KafkaConnection(asyncio.Protocol):
             out.extend(slot.parts)
             if metrics is not None:
                 metrics.latency(slot.api).observe(now - slot.started)
+        self._unflushed = 0
         nbytes = write_parts(self._transport, out)
         if metrics is not None:
             metrics.bytes_out.inc(nbytes)
@@ -217,9 +230,17 @@ class KafkaConnection(asyncio.Protocol):
         self._paused.add(why)
 
     def _resume(self, why: str) -> None:
+        if why not in self._paused:
+            return
         self._paused.discard(why)
         if not self._paused and not self._closed:
             self._transport.resume_reading()
+            if len(self._buf) >= 4:  # frames read before the pause are still waiting
+                self._loop.call_soon(self._resume_buffered)
+
+    def _resume_buffered(self) -> None:
+        if not self._closed and not self._paused:
+            self._process(b"")
 
     def _check_idle(self) -> None:
         if self._closed:
