@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["ProducerStatus", "BatchMetadata", "ProducerEntry", "ProducerStateTable"]
+__all__ = ["ProducerStatus", "BatchMetadata", "ProducerEntry", "ProducerStateTable", "SequenceCheck"]
 
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
@@ -36,6 +36,38 @@ class BatchMetadata(NamedTuple):
     first_offset: int
     last_offset: int
     timestamp: int = -1
+
+
+# Kafka error-code names (kraftd.protocol.errors.ErrorCode) for the non-OK statuses.
+_ERROR_NAMES = {
+    ProducerStatus.OUT_OF_ORDER_SEQUENCE: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    ProducerStatus.INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH",
+    ProducerStatus.UNKNOWN_PRODUCER_ID: "UNKNOWN_PRODUCER_ID",
+}
+
+
+class SequenceCheck(NamedTuple):
+    """Unpacks as (status, duplicate); the properties serve the produce handler directly."""
+
+    status: ProducerStatus
+    duplicate: BatchMetadata | None = None
+    detail: str = ""
+
+    @property
+    def error(self) -> str | None:
+        """ErrorCode name to answer with, or None (OK or DUPLICATE)."""
+        return _ERROR_NAMES.get(self.status)
+
+    @property
+    def message(self) -> str | None:
+        return self.detail or None
+
+    @property
+    def duplicate_first_offset(self) -> int | None:
+        return self.duplicate.first_offset if self.duplicate is not None else None
+
+
+_OK = SequenceCheck(ProducerStatus.OK)
 
 
 @dataclass(slots=True)
@@ -73,32 +105,39 @@ class ProducerStateTable:
 
     def check(
         self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int
-    ) -> tuple[ProducerStatus, BatchMetadata | None]:
+    ) -> SequenceCheck:
         if producer_id < 0 or base_sequence == NO_SEQUENCE:
-            return ProducerStatus.OK, None  # not idempotent
+            return _OK  # not idempotent
         entry = self._producers.get(producer_id)
         if entry is None:
             # Kafka ≥ 2.5 accepts any sequence here (state may have expired); we keep the
             # stricter pre-KIP-360 answer so the client resets (clients handle this code).
             if base_sequence != 0:
-                return ProducerStatus.UNKNOWN_PRODUCER_ID, None
-            return ProducerStatus.OK, None
+                return SequenceCheck(
+                    ProducerStatus.UNKNOWN_PRODUCER_ID, None,
+                    f"No state for producer {producer_id}; its first sequence must be 0, got {base_sequence}.")
+            return _OK
         if producer_epoch < entry.producer_epoch:
-            return ProducerStatus.INVALID_PRODUCER_EPOCH, None
+            return SequenceCheck(
+                ProducerStatus.INVALID_PRODUCER_EPOCH, None,
+                f"Producer {producer_id} epoch {producer_epoch} is older than {entry.producer_epoch}.")
         if producer_epoch > entry.producer_epoch:
             # A bumped epoch restarts the sequence space.
             if base_sequence != 0:
-                return ProducerStatus.OUT_OF_ORDER_SEQUENCE, None
-            return ProducerStatus.OK, None
+                return SequenceCheck(
+                    ProducerStatus.OUT_OF_ORDER_SEQUENCE, None,
+                    f"New epoch {producer_epoch} of producer {producer_id} must start at sequence 0, got {base_sequence}.")
+            return _OK
         for batch in entry.batches:
             if batch.first_seq == base_sequence and batch.last_seq == last_sequence:
-                return ProducerStatus.DUPLICATE, batch
+                return SequenceCheck(ProducerStatus.DUPLICATE, batch)
         last = entry.last_seq
-        if last == NO_SEQUENCE:  # only control batches seen for this epoch
-            ok = base_sequence == 0
-        else:
-            ok = base_sequence == next_sequence(last)
-        return (ProducerStatus.OK if ok else ProducerStatus.OUT_OF_ORDER_SEQUENCE), None
+        expected = 0 if last == NO_SEQUENCE else next_sequence(last)  # NO_SEQUENCE: only markers so far
+        if base_sequence == expected:
+            return _OK
+        return SequenceCheck(
+            ProducerStatus.OUT_OF_ORDER_SEQUENCE, None,
+            f"Out of order sequence for producer {producer_id}: expected {expected}, got {base_sequence}.")
 
     def update(
         self,
@@ -154,3 +193,12 @@ class ProducerStateTable:
             entry.batches.extend(BatchMetadata(*b) for b in e["batches"])
             table._producers[int(pid)] = entry
         return table
+
+
+def last_sequence_of(base_sequence: int, last_offset_delta: int) -> int:
+    """Last sequence of a batch: base + delta, wrapping past INT32_MAX to 0."""
+    if base_sequence < 0:
+        return NO_SEQUENCE
+    if base_sequence > INT32_MAX - last_offset_delta:
+        return last_offset_delta - (INT32_MAX - base_sequence) - 1
+    return base_sequence + last_offset_delta

@@ -1,0 +1,584 @@
+"""FileLog: a partition log stored as Kafka-format segment files.
+
+Threading: everything runs on the event-loop thread except `flush()`, which a worker thread
+may run concurrently with appends. They share only the dirty-segment set, the log end offset
+snapshot and `flushed_offset`, all under `_lock`; fsync itself runs outside the lock.
+
+Durability: appends go to the page cache (one pwrite per call). `flush()` fsyncs every segment
+written since the previous flush (rolled ones included) and the directory if files were
+created or deleted, then publishes the snapshotted end offset as `flushed_offset` and records
+it in the `recovery-point` file (no fsync: a stale value only makes the next recovery scan
+more). Truncation, log-start changes and the epoch checkpoint are made durable immediately
+(they are rare), so a crash can never resurrect truncated data under a flushed offset.
+
+Recovery on open: every segment from the one holding the recovery point onward (all of them
+after an unclean shutdown without one) and any segment whose index files look wrong is scanned
+batch by batch (length, magic, contiguous offsets, CRC32C). The first bad batch and everything
+after it (later segments too) is removed; nothing before it is touched.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import struct
+import threading
+import zlib
+
+from kraftd.protocol.errors import CorruptRecordError
+from kraftd.protocol.records import (
+    decode_records,
+    iter_batch_headers,
+    patch_base_offset,
+    patch_leader_epoch,
+    set_log_append_time,
+    crc_ok,
+)
+
+from .atomic_file import atomic_write, fsync_dir
+from .errors import NonContiguousAppendError, OffsetOutOfRangeError
+from .leader_epoch_cache import LeaderEpochCache
+from .log_base import AppendResult, PartitionLog, ReadResult, RecoveryReport
+from .producer_state import ProducerStateTable, last_sequence_of
+from .segment import LogSegment
+
+__all__ = ["FileLog"]
+
+logger = logging.getLogger(__name__)
+
+LOG_START_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point"
+EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+PRODUCER_SNAPSHOT_FILE = "producer-state.json"
+_RP = struct.Struct(">qBI")  # offset, clean-shutdown flag, crc32 of the first 9 bytes
+_MAX_REL = 0xFFFFFFFF
+
+
+class FileLog(PartitionLog):
+    def __init__(self, directory, *, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
+                 use_mmap: bool = True):
+        if not 0 < segment_bytes <= 0x7FFFFFFF:
+            raise ValueError("segment_bytes must fit u32 index positions")
+        self.dir = os.fspath(directory)
+        os.makedirs(self.dir, exist_ok=True)
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.use_mmap = use_mmap
+        self._lock = threading.Lock()
+        self._dirty: dict[int, LogSegment] = {}
+        self._dir_dirty = False
+        self._generation = 0  # bumped by truncation: a flush snapshot from before is stale
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._leo = 0
+        self._log_start = 0
+        self._flushed = 0
+        self.epoch_cache = LeaderEpochCache(os.path.join(self.dir, EPOCH_CHECKPOINT_FILE))
+        self.producer_state = ProducerStateTable()
+        self.recovery_report = self._open()
+
+    # -- properties ---------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # -- append -------------------------------------------------------------------------------
+    def append_as_leader(self, batches: bytearray, leader_epoch: int, *, now_ms: int,
+                         log_append_time: bool = False) -> AppendResult:
+        if not isinstance(batches, bytearray):
+            batches = bytearray(batches)
+        first = offset = self._leo
+        infos, meta = [], []
+        total = 0
+        for pos, h in iter_batch_headers(batches):
+            patch_base_offset(batches, pos, offset)
+            patch_leader_epoch(batches, pos, leader_epoch)
+            if log_append_time:
+                h = set_log_append_time(batches, pos, h, now_ms)
+            h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            infos.append((pos, offset, h.max_timestamp, h.size))
+            meta.append(h)
+            offset = h.next_offset
+            total += h.size
+        if not infos or total != len(batches):
+            raise ValueError("append_as_leader needs whole, valid record batches")
+        if self.epoch_cache.latest_epoch is None or leader_epoch > self.epoch_cache.latest_epoch:
+            # Checkpoint before data: after a crash it may name offsets past the log end, which
+            # recovery trims; it never misses an epoch whose data survived.
+            self.epoch_cache.assign(leader_epoch, first)
+        self._write(batches, infos, first, offset - 1)
+        self._update_producers(meta)
+        return _result(meta, now_ms if log_append_time else -1)
+
+    def append_as_follower(self, batches) -> AppendResult:
+        view = memoryview(batches)
+        infos, meta = [], []
+        expected = self._leo
+        total = 0
+        for pos, h in iter_batch_headers(view):
+            if h.base_offset != expected:
+                raise NonContiguousAppendError(f"batch at {h.base_offset}, log end is {expected}")
+            if h.magic != 2 or not crc_ok(view, pos, h):
+                raise NonContiguousAppendError(f"corrupt batch at offset {h.base_offset}")
+            infos.append((pos, h.base_offset, h.max_timestamp, h.size))
+            meta.append(h)
+            expected = h.next_offset
+            total += h.size
+        if not infos or total != len(view):
+            raise ValueError("append_as_follower needs whole record batches")
+        for h in meta:
+            latest = self.epoch_cache.latest_epoch
+            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._write(view, infos, meta[0].base_offset, expected - 1)
+        self._update_producers(meta)
+        return _result(meta, -1)
+
+    def _write(self, buf, infos, first: int, last: int) -> None:
+        seg = self._segments[-1]
+        if seg.size and (seg.size + len(buf) > self.segment_bytes or last - seg.base_offset > _MAX_REL):
+            seg = self._roll()
+        seg.append(buf, infos)
+        seg.next_offset = last + 1
+        with self._lock:
+            self._dirty[id(seg)] = seg
+            self._leo = last + 1
+
+    def _roll(self) -> LogSegment:
+        self._segments[-1].seal()
+        seg = LogSegment(self.dir, self._leo, create=True,
+                         index_interval_bytes=self.index_interval_bytes, use_mmap=self.use_mmap)
+        seg.next_offset = self._leo
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        with self._lock:
+            self._dir_dirty = True
+        return seg
+
+    def roll(self) -> None:
+        """Seal the active segment now (if it holds anything)."""
+        if self._segments[-1].size:
+            self._roll()
+
+    def _update_producers(self, headers) -> None:
+        ps = self.producer_state
+        for h in headers:
+            if h.producer_id >= 0:
+                ps.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                          last_sequence_of(h.base_sequence, h.last_offset_delta),
+                          h.base_offset, h.last_offset, h.max_timestamp, is_control=h.is_control)
+
+    # -- read ---------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        leo = self._leo
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self._log_start}, {leo}]")
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if offset >= limit or (max_bytes <= 0 and not min_one_batch):
+            return ReadResult([], 0, -1, offset)
+        regions, total, first, next_off = [], 0, -1, offset
+        i = bisect.bisect_right(self._bases, offset) - 1
+        nseg = len(self._segments)
+        while i < nseg:
+            seg = self._segments[i]
+            seg_end = self._bases[i + 1] if i + 1 < nseg else leo
+            if offset >= seg_end:
+                i += 1
+                continue
+            start, h = seg.lookup(offset)
+            if h is None or h.last_offset >= limit:
+                break  # a batch reaching max_offset is never returned
+            if first < 0:
+                first = h.base_offset
+            if limit < seg_end:
+                end_pos, hl = seg.lookup(limit)
+                end_next, last_segment = hl.base_offset, True
+            else:
+                end_pos, end_next, last_segment = seg.size, seg_end, False
+            budget = max_bytes - total
+            if end_pos - start <= budget:
+                regions.append(seg.region(start, end_pos - start))
+                total += end_pos - start
+                next_off = end_next
+                if last_segment:
+                    break
+                offset = seg_end
+                i += 1
+                continue
+            cut, cut_next = seg.boundary_before(start + budget, start, h.base_offset)
+            if cut == start:
+                if total or not min_one_batch:
+                    break
+                cut, cut_next = start + h.size, h.next_offset  # KIP-74: one oversized batch
+            regions.append(seg.region(start, cut - start))
+            total += cut - start
+            next_off = cut_next
+            break
+        if not regions:
+            return ReadResult([], 0, -1, offset)
+        return ReadResult(regions, total, first, next_off)
+
+    # -- flush --------------------------------------------------------------------------------
+    def flush(self) -> int:
+        with self._lock:
+            target, gen = self._leo, self._generation
+            segs = list(self._dirty.values())
+            self._dirty.clear()
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            for seg in segs:
+                seg.fsync()
+            if dir_dirty:
+                fsync_dir(self.dir)
+        except BaseException:
+            with self._lock:
+                for seg in segs:
+                    self._dirty.setdefault(id(seg), seg)
+                self._dir_dirty |= dir_dirty
+            raise
+        with self._lock:
+            if gen == self._generation and target > self._flushed:
+                self._flushed = target
+            flushed = self._flushed
+        self._write_recovery_point(flushed, clean=False, durable=False)
+        return flushed
+
+    # -- truncation, log start, retention -----------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self._leo:
+            return
+        if offset <= self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return
+        i = bisect.bisect_right(self._bases, offset) - 1
+        for seg in self._segments[i + 1:]:
+            seg.delete()
+        del self._segments[i + 1:], self._bases[i + 1:]
+        old = self._segments[i]
+        pos, h = old.lookup(offset)
+        # A sealed file may be mapped: never ftruncate it. The active one is never mapped, but
+        # in-flight regions may still point into it, so it gets the same copy-and-rename.
+        seg = old.copy_prefix(pos, use_mmap=self.use_mmap)
+        self._segments[i] = seg
+        new_leo = seg.next_offset
+        fsync_dir(self.dir)
+        with self._lock:
+            self._generation += 1
+            self._dirty = {k: v for k, v in self._dirty.items() if v in self._segments}
+            self._dirty.pop(id(old), None)
+            self._leo = new_leo
+            self._flushed = min(self._flushed, new_leo)
+        self._write_recovery_point(self._flushed, clean=False, durable=True)
+        self.epoch_cache.truncate_from_end(new_leo)
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete()
+        seg = LogSegment(self.dir, offset, create=True,
+                         index_interval_bytes=self.index_interval_bytes, use_mmap=self.use_mmap)
+        seg.next_offset = offset
+        self._segments, self._bases = [seg], [offset]
+        self._persist_log_start(offset)
+        fsync_dir(self.dir)
+        with self._lock:
+            self._generation += 1
+            self._dirty.clear()
+            self._leo = self._log_start = self._flushed = offset
+        self._write_recovery_point(offset, clean=False, durable=True)
+        self.epoch_cache.clear()
+        self.producer_state.clear()
+
+    def advance_log_start(self, offset: int) -> None:
+        if offset <= self._log_start:
+            return
+        if offset > self._leo:
+            raise OffsetOutOfRangeError(f"log start {offset} beyond log end {self._leo}")
+        self._persist_log_start(offset)
+        n = 0
+        while n + 1 < len(self._segments) and self._bases[n + 1] <= offset:
+            n += 1
+        self._delete_oldest(n)
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+
+    def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int, *,
+                        max_offset: int | None = None) -> int:
+        """Kafka's cleanup.policy=delete. Negative limits disable a rule. Returns segments deleted."""
+        segs, nseg = self._segments, len(self._segments)
+        upper = self._leo if max_offset is None else min(max_offset, self._leo)
+
+        def end(i: int) -> int:
+            return self._bases[i + 1] if i + 1 < nseg else self._leo
+
+        n_time = 0
+        if retention_ms >= 0:
+            while n_time < nseg and segs[n_time].size and end(n_time) <= upper:
+                largest = segs[n_time].max_timestamp
+                if largest < 0:
+                    largest = int(os.fstat(segs[n_time].fd).st_mtime * 1000)
+                if now_ms - largest <= retention_ms:
+                    break
+                n_time += 1
+        n_bytes = 0
+        if retention_bytes >= 0:
+            excess = self.size_in_bytes - retention_bytes
+            while n_bytes < nseg and segs[n_bytes].size and end(n_bytes) <= upper \
+                    and excess - segs[n_bytes].size >= 0:
+                excess -= segs[n_bytes].size
+                n_bytes += 1
+        n = max(n_time, n_bytes)
+        if n == 0:
+            return 0
+        if n == nseg:
+            self._roll()  # like Kafka: the active segment is never deleted, so seal it first
+        self._persist_log_start(max(self._log_start, self._bases[n]))
+        self._delete_oldest(n)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self.producer_state.truncate_head(self._log_start)
+        return n
+
+    def _delete_oldest(self, n: int) -> None:
+        if n <= 0:
+            return
+        for seg in self._segments[:n]:
+            seg.delete()
+        del self._segments[:n], self._bases[:n]
+        with self._lock:
+            self._dir_dirty = True
+            self._dirty = {k: v for k, v in self._dirty.items() if v in self._segments}
+
+    def _persist_log_start(self, offset: int) -> None:
+        atomic_write(os.path.join(self.dir, LOG_START_FILE), f"{offset}\n".encode())
+        self._log_start = offset
+
+    # -- timestamps -----------------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            start = max(self._log_start, seg.base_offset, seg.time_lookup_start(timestamp))
+            pos, _ = seg.lookup(start)
+            for p, h in seg.iter_headers(pos):
+                if h.max_timestamp >= timestamp and h.last_offset >= self._log_start:
+                    return self._record_at(seg, p, h, lambda ts: ts >= timestamp)
+        return None
+
+    def max_timestamp_entry(self) -> tuple[int, int, int] | None:
+        best = None
+        for seg in self._segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        pos, h = best.lookup(best.offset_of_max_timestamp)
+        if h is None:
+            return None
+        return self._record_at(best, pos, h, lambda ts: ts == h.max_timestamp)
+
+    def _record_at(self, seg, pos, h, match) -> tuple[int, int, int]:
+        if h.timestamp_type == 0:  # CreateTime: the exact record, like Kafka
+            for r in decode_records(seg.read_bytes(pos, h.size), h):
+                if r.offset >= self._log_start and match(r.timestamp):
+                    return r.offset, r.timestamp, h.partition_leader_epoch
+        return max(h.base_offset, self._log_start), h.max_timestamp, h.partition_leader_epoch
+
+    # -- open / close -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush, persist indexes and producer state, mark the shutdown clean."""
+        if not self._segments:
+            return
+        self.flush()
+        active = self._segments[-1]
+        active._maybe_time_entry()
+        active.write_index_files()
+        atomic_write(os.path.join(self.dir, PRODUCER_SNAPSHOT_FILE),
+                     json.dumps({"offset": self._leo, "producers": self.producer_state.snapshot()}).encode())
+        self._write_recovery_point(self._leo, clean=True, durable=True)
+        for seg in self._segments:
+            seg.close()
+        self._segments, self._bases = [], []
+
+    def _open(self) -> RecoveryReport:
+        report = RecoveryReport()
+        for name in os.listdir(self.dir):
+            if name.endswith((".tmp", ".trunc")):
+                os.unlink(os.path.join(self.dir, name))
+        log_start = _read_int_file(os.path.join(self.dir, LOG_START_FILE))
+        rp, clean = self._read_recovery_point()
+        report.clean_shutdown = clean
+        bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
+                       if n.endswith(".log") and n[:-4].isdigit())
+        if not bases:
+            bases = [log_start or 0]
+            LogSegment(self.dir, bases[0], create=True).close()
+            fsync_dir(self.dir)
+        first_unflushed = max(0, bisect.bisect_right(bases, rp) - 1)
+        new_epochs: list[tuple[int, int]] = []
+        scanned: list[LogSegment] = []
+        i = 0
+        while i < len(bases):
+            seg = LogSegment(self.dir, bases[i], index_interval_bytes=self.index_interval_bytes,
+                             use_mmap=self.use_mmap)
+            self._segments.append(seg)
+            self._bases.append(seg.base_offset)
+            last = i == len(bases) - 1
+            if clean or (i < first_unflushed and not last):
+                if seg.load_index_files() and (not last or self._tail_ok(seg)):
+                    i += 1
+                    continue
+                report.indexes_rebuilt.append(seg.base_offset)
+            report.segments_scanned.append(seg.base_offset)
+            valid, reason, headers = seg.recover()
+            scanned.append(seg)
+            for h in headers:
+                if h.partition_leader_epoch >= 0 and (not new_epochs or h.partition_leader_epoch > new_epochs[-1][0]):
+                    new_epochs.append((h.partition_leader_epoch, h.base_offset))
+            if reason is None and not last and seg.next_offset != bases[i + 1]:
+                reason = f"segment ends at offset {seg.next_offset}, next starts at {bases[i + 1]}"
+            if reason is not None:
+                report.truncated_segment, report.truncated_at_position = seg.base_offset, valid
+                report.truncated_bytes, report.truncation_reason = seg.size - valid, reason
+                logger.warning("%s: truncating segment %d at position %d (%d bytes): %s",
+                               self.dir, seg.base_offset, valid, seg.size - valid, reason)
+                seg.truncate_file(valid)
+                for base in bases[i + 1:]:
+                    report.deleted_segments.append(base)
+                    for suffix in (".log", ".index", ".timeindex"):
+                        try:
+                            os.unlink(os.path.join(self.dir, f"{base:020d}{suffix}"))
+                        except FileNotFoundError:
+                            pass
+                bases = bases[:i + 1]
+            if not last and i + 1 < len(bases):
+                seg.write_index_files()
+            i += 1
+        for seg in self._segments[:-1]:
+            seg.sealed = True
+        active = self._segments[-1]
+        if active not in scanned:  # clean shutdown: its end offset comes from the index tail
+            active.next_offset = self._scan_end(active)
+        self._leo = active.next_offset
+        for seg in scanned:
+            seg.fsync()
+        if scanned:
+            fsync_dir(self.dir)
+        self._flushed = self._leo
+        self._log_start = max(log_start or 0, self._bases[0])
+        if self._log_start > self._leo:
+            self.truncate_fully_and_start_at(self._log_start)
+        self.epoch_cache.truncate_from_end(self._leo)
+        for epoch, start in new_epochs:
+            latest = self.epoch_cache.latest_epoch
+            if start < self._leo and (latest is None or epoch > latest):
+                self.epoch_cache.assign(epoch, start)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self._load_producer_state(clean)
+        self._write_recovery_point(self._leo, clean=False, durable=True)
+        report.segments = len(self._segments)
+        report.log_start_offset, report.log_end_offset = self._log_start, self._leo
+        return report
+
+    def _tail_ok(self, seg: LogSegment) -> bool:
+        """Clean shutdown: the active segment must end exactly at a batch boundary."""
+        start = seg.idx_pos[-1] if len(seg.idx_pos) else 0
+        pos = start
+        try:
+            for p, h in seg.iter_headers(start):
+                pos = p + h.size
+        except CorruptRecordError:
+            return False
+        return pos == seg.size
+
+    def _scan_end(self, seg: LogSegment) -> int:
+        start = seg.idx_pos[-1] if len(seg.idx_pos) else 0
+        end = seg.base_offset + (seg.idx_rel[-1] if len(seg.idx_rel) else 0)
+        for _, h in seg.iter_headers(start):
+            end = h.next_offset
+        return end
+
+    def _load_producer_state(self, clean: bool) -> None:
+        path = os.path.join(self.dir, PRODUCER_SNAPSHOT_FILE)
+        snap = None
+        if os.path.exists(path):
+            if clean:
+                with open(path, "rb") as f:
+                    snap = json.loads(f.read())
+            os.unlink(path)  # a later crash must not reuse it
+            fsync_dir(self.dir)
+        if snap is not None and snap.get("offset") == self._leo:
+            self.producer_state = ProducerStateTable.from_snapshot(snap["producers"])
+        else:
+            self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        self.producer_state = ProducerStateTable()
+        for i, seg in enumerate(self._segments):
+            if i + 1 < len(self._bases) and self._bases[i + 1] <= self._log_start:
+                continue  # wholly below the log start
+            pos = seg.lookup(self._log_start)[0] if seg.base_offset < self._log_start else 0
+            self._update_producers(h for _, h in seg.iter_headers(pos))
+
+    def _read_recovery_point(self) -> tuple[int, bool]:
+        try:
+            with open(os.path.join(self.dir, RECOVERY_POINT_FILE), "rb") as f:
+                raw = f.read()
+            offset, clean, crc = _RP.unpack(raw)
+        except (FileNotFoundError, struct.error):
+            return 0, False
+        if zlib.crc32(raw[:9]) != crc:
+            return 0, False
+        return offset, bool(clean)
+
+    def _write_recovery_point(self, offset: int, *, clean: bool, durable: bool) -> None:
+        head = struct.pack(">qB", offset, int(clean))
+        data = head + struct.pack(">I", zlib.crc32(head))
+        path = os.path.join(self.dir, RECOVERY_POINT_FILE)
+        if durable:
+            atomic_write(path, data)
+        else:  # 13 bytes in place; a torn write fails the CRC and means "scan everything"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileLog({self.dir!r}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"
+
+
+def _result(headers, log_append_time_ms: int) -> AppendResult:
+    max_ts, off_max = -1, -1
+    for h in headers:
+        if h.max_timestamp > max_ts:
+            max_ts, off_max = h.max_timestamp, h.last_offset
+    if off_max < 0:
+        off_max = headers[-1].last_offset
+    return AppendResult(headers[0].base_offset, headers[-1].last_offset, max_ts, off_max, log_append_time_ms)
+
+
+def _read_int_file(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None

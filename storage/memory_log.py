@@ -1,0 +1,313 @@
+"""MemoryLog: the PartitionLog contract in memory, for deterministic simulation tests.
+
+Deliberately simple (lists and linear scans) so that it also serves as a reference model for
+FileLog in the shared contract tests. Segments exist only so retention behaves like FileLog's.
+`crash()` (alias `reopen()`) keeps only what `flush()` made durable, like Kafka's MockLog;
+log-start changes and the epoch cache are durable immediately, as in FileLog.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass, field
+
+from kraftd.protocol.records import (
+    BatchHeader,
+    crc_ok,
+    decode_records,
+    iter_batch_headers,
+    patch_base_offset,
+    patch_leader_epoch,
+    set_log_append_time,
+)
+
+from .errors import NonContiguousAppendError, OffsetOutOfRangeError
+from .leader_epoch_cache import LeaderEpochCache
+from .log_base import AppendResult, PartitionLog, ReadResult
+from .producer_state import ProducerStateTable, last_sequence_of
+
+__all__ = ["MemoryLog", "MemoryRegion"]
+
+
+class MemoryRegion:
+    """Immutable bytes of whole batches (copied when the read is made)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def view(self) -> memoryview:
+        return memoryview(self.data)
+
+
+@dataclass(slots=True)
+class _Segment:
+    base_offset: int
+    headers: list = field(default_factory=list)  # BatchHeader
+    data: list = field(default_factory=list)  # bytes per batch
+    size: int = 0
+    created_ms: int = 0
+
+    @property
+    def max_timestamp(self) -> int:
+        return max((h.max_timestamp for h in self.headers), default=-1)
+
+
+class MemoryLog(PartitionLog):
+    def __init__(self, *, segment_bytes: int = 1 << 20, log_start_offset: int = 0):
+        self.segment_bytes = segment_bytes
+        self._lock = threading.Lock()
+        self._segments = [_Segment(log_start_offset)]
+        self._log_start = log_start_offset
+        self._leo = log_start_offset
+        self._flushed = log_start_offset
+        self.epoch_cache = LeaderEpochCache(None)
+        self.producer_state = ProducerStateTable()
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def segments(self) -> list:
+        return list(self._segments)
+
+    # -- append -----------------------------------------------------------------------------
+    def append_as_leader(self, batches: bytearray, leader_epoch: int, *, now_ms: int,
+                         log_append_time: bool = False) -> AppendResult:
+        if not isinstance(batches, bytearray):
+            batches = bytearray(batches)
+        offset = self._leo
+        items = []
+        for pos, h in list(iter_batch_headers(batches)):
+            patch_base_offset(batches, pos, offset)
+            patch_leader_epoch(batches, pos, leader_epoch)
+            if log_append_time:
+                h = set_log_append_time(batches, pos, h, now_ms)
+            h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            items.append((h, bytes(batches[pos:pos + h.size])))
+            offset = h.next_offset
+        if not items or sum(h.size for h, _ in items) != len(batches):
+            raise ValueError("append_as_leader needs whole, valid record batches")
+        latest = self.epoch_cache.latest_epoch
+        if latest is None or leader_epoch > latest:
+            self.epoch_cache.assign(leader_epoch, items[0][0].base_offset)
+        self._store(items)
+        return self._result(items, now_ms if log_append_time else -1)
+
+    def append_as_follower(self, batches) -> AppendResult:
+        view = memoryview(batches)
+        items = []
+        expected = self._leo
+        for pos, h in iter_batch_headers(view):
+            if h.base_offset != expected:
+                raise NonContiguousAppendError(f"batch at {h.base_offset}, log end is {expected}")
+            if h.magic != 2 or not crc_ok(view, pos, h):
+                raise NonContiguousAppendError(f"corrupt batch at offset {h.base_offset}")
+            items.append((h, bytes(view[pos:pos + h.size])))
+            expected = h.next_offset
+        if not items or sum(h.size for h, _ in items) != len(view):
+            raise ValueError("append_as_follower needs whole record batches")
+        for h, _ in items:
+            latest = self.epoch_cache.latest_epoch
+            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._store(items)
+        return self._result(items, -1)
+
+    def _store(self, items) -> None:
+        total = sum(h.size for h, _ in items)
+        seg = self._segments[-1]
+        last = items[-1][0].last_offset
+        if seg.size and (seg.size + total > self.segment_bytes or last - seg.base_offset > 0xFFFFFFFF):
+            seg = _Segment(self._leo)
+            self._segments.append(seg)
+        for h, data in items:
+            seg.headers.append(h)
+            seg.data.append(data)
+            seg.size += h.size
+            self._update_producer(h)
+        with self._lock:
+            self._leo = last + 1
+
+    def _update_producer(self, h: BatchHeader) -> None:
+        if h.producer_id >= 0:
+            self.producer_state.update(
+                h.producer_id, h.producer_epoch, h.base_sequence,
+                last_sequence_of(h.base_sequence, h.last_offset_delta),
+                h.base_offset, h.last_offset, h.max_timestamp, is_control=h.is_control)
+
+    @staticmethod
+    def _result(items, log_append_time_ms: int) -> AppendResult:
+        max_ts, off = -1, items[-1][0].last_offset
+        for h, _ in items:
+            if h.max_timestamp > max_ts:
+                max_ts, off = h.max_timestamp, h.last_offset
+        return AppendResult(items[0][0].base_offset, items[-1][0].last_offset, max_ts, off, log_append_time_ms)
+
+    # -- read -------------------------------------------------------------------------------
+    def _batches(self):
+        for seg in self._segments:
+            for h, data in zip(seg.headers, seg.data):
+                yield seg, h, data
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        if offset < self._log_start or offset > self._leo:
+            raise OffsetOutOfRangeError(f"offset {offset} outside [{self._log_start}, {self._leo}]")
+        limit = self._leo if max_offset is None else min(max_offset, self._leo)
+        if offset >= limit or (max_bytes <= 0 and not min_one_batch):
+            return ReadResult([], 0, -1, offset)
+        regions, chunk, chunk_seg = [], [], None
+        total, first, next_off = 0, -1, offset
+        for seg, h, data in self._batches():
+            if h.last_offset < offset:
+                continue
+            if h.last_offset >= limit:
+                break
+            if total + h.size > max_bytes and not (total == 0 and min_one_batch):
+                break
+            if chunk and seg is not chunk_seg:
+                regions.append(MemoryRegion(b"".join(chunk)))
+                chunk = []
+            chunk_seg = seg
+            chunk.append(data)
+            if first < 0:
+                first = h.base_offset
+            total += h.size
+            next_off = h.next_offset
+            if total >= max_bytes:
+                break
+        if chunk:
+            regions.append(MemoryRegion(b"".join(chunk)))
+        if not regions:
+            return ReadResult([], 0, -1, offset)
+        return ReadResult(regions, total, first, next_off)
+
+    # -- durability --------------------------------------------------------------------------
+    def flush(self) -> int:
+        with self._lock:
+            self._flushed = max(self._flushed, self._leo)
+            return self._flushed
+
+    def crash(self) -> None:
+        """Lose everything at or above flushed_offset, as a power failure would."""
+        self._truncate(self._flushed)
+
+    reopen = crash
+
+    def close(self) -> None:
+        pass
+
+    # -- truncation / log start / retention ------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self._leo:
+            return
+        if offset <= self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return
+        self._truncate(offset)
+
+    def _truncate(self, offset: int) -> None:
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._segments.pop()
+        seg = self._segments[-1]
+        keep = 0
+        while keep < len(seg.headers) and seg.headers[keep].last_offset < offset:
+            keep += 1
+        del seg.headers[keep:], seg.data[keep:]
+        seg.size = sum(h.size for h in seg.headers)
+        new_leo = seg.headers[-1].next_offset if seg.headers else seg.base_offset
+        with self._lock:
+            self._leo = new_leo
+            self._flushed = min(self._flushed, new_leo)
+        self.epoch_cache.truncate_from_end(new_leo)
+        self.producer_state = ProducerStateTable()
+        for _, h, _ in self._batches():
+            if h.last_offset >= self._log_start:
+                self._update_producer(h)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._segments = [_Segment(offset)]
+        with self._lock:
+            self._log_start = self._leo = self._flushed = offset
+        self.epoch_cache.clear()
+        self.producer_state.clear()
+
+    def advance_log_start(self, offset: int) -> None:
+        if offset <= self._log_start:
+            return
+        if offset > self._leo:
+            raise OffsetOutOfRangeError(f"log start {offset} beyond log end {self._leo}")
+        self._log_start = offset
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            self._segments.pop(0)
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+
+    def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int, *,
+                        max_offset: int | None = None) -> int:
+        segs = self._segments
+        upper = self._leo if max_offset is None else min(max_offset, self._leo)
+
+        def end(i):
+            return segs[i + 1].base_offset if i + 1 < len(segs) else self._leo
+
+        n_time = 0
+        if retention_ms >= 0:
+            while (n_time < len(segs) and segs[n_time].size and end(n_time) <= upper
+                   and now_ms - segs[n_time].max_timestamp > retention_ms):
+                n_time += 1
+        n_bytes = 0
+        if retention_bytes >= 0:
+            excess = sum(s.size for s in segs) - retention_bytes
+            while (n_bytes < len(segs) and segs[n_bytes].size and end(n_bytes) <= upper
+                   and excess - segs[n_bytes].size >= 0):
+                excess -= segs[n_bytes].size
+                n_bytes += 1
+        n = max(n_time, n_bytes)
+        if n == 0:
+            return 0
+        if n == len(segs):
+            segs.append(_Segment(self._leo))
+        del segs[:n]
+        self._log_start = max(self._log_start, segs[0].base_offset)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self.producer_state.truncate_head(self._log_start)
+        return n
+
+    # -- timestamps -----------------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        for _, h, data in self._batches():
+            if h.last_offset >= self._log_start and h.max_timestamp >= timestamp:
+                return self._record_at(h, data, lambda ts: ts >= timestamp)
+        return None
+
+    def max_timestamp_entry(self) -> tuple[int, int, int] | None:
+        best = None
+        for _, h, data in self._batches():
+            if h.max_timestamp >= 0 and (best is None or h.max_timestamp > best[0].max_timestamp):
+                best = (h, data)
+        if best is None:
+            return None
+        h, data = best
+        return self._record_at(h, data, lambda ts: ts == h.max_timestamp)
+
+    def _record_at(self, h, data, match) -> tuple[int, int, int]:
+        if h.timestamp_type == 0:
+            for r in decode_records(data, h):
+                if r.offset >= self._log_start and match(r.timestamp):
+                    return r.offset, r.timestamp, h.partition_leader_epoch
+        return max(h.base_offset, self._log_start), h.max_timestamp, h.partition_leader_epoch
