@@ -100,7 +100,10 @@ class Broker:
             if key == API_VERSIONS_KEY:
                 # KIP-511: answer in v0 format with UNSUPPORTED_VERSION and our ranges, so the
                 # client can pick a version it shares with us.
-                return self._encoded_slot(conn, api, *unsupported_api_versions(header))
+                parts: list = []
+                codec.encode_api_versions_fallback(header, parts)
+                self.metrics.errors.labels(api, str(UNSUPPORTED_VERSION)).inc()
+                return ResponseSlot(conn, api, parts)
             raise CloseConnection(f"unsupported api {key} v{version}")
         self.metrics.request_counter(api, version).inc()
         try:
@@ -240,16 +243,3 @@ class Broker:
             completions.extend(self.node.on_flushed(key, result, now_ms()))
         self._deliver(completions)
 
-
-def unsupported_api_versions(header) -> tuple[Any, Any]:
-    """(v0 header, ApiVersionsResponse) for an ApiVersions request of a version we don't serve."""
-    from kraftd.protocol.api import API_BY_KEY
-    from kraftd.protocol.messages import ApiVersionsResponse, RequestHeader
-
-    entry = ApiVersionsResponse.ApiVersion
-    keys = [entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
-            for s in sorted(API_BY_KEY.values(), key=lambda s: s.key)]
-    response = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=keys)
-    v0 = RequestHeader(request_api_key=API_VERSIONS_KEY, request_api_version=0,
-                       correlation_id=header.correlation_id, client_id=header.client_id)
-    return v0, response

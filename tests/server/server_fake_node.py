@@ -1,0 +1,138 @@
+"""A small stand-in for quorum's Node, implementing the interface the shell drives.
+
+ApiVersions -> real generated response; Fetch -> parked until max_wait_ms (timer);
+Produce acks=0 -> NoResponse, acks=1 -> Respond, acks=-1 -> parked until its offset is fsynced.
+Every produce appends one "record" to one fake log, whose flush() is slow (a thread sleep) so
+the group commit is observable.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from kraftd.protocol import messages as m
+from kraftd.protocol.api import API_BY_KEY
+from kraftd.quorum.outcomes import Completion, NoResponse, Park, Respond
+
+LOG_KEY = ("t", 0)
+
+
+class FakeLog:
+    def __init__(self, flush_delay_s: float = 0.02) -> None:
+        self.log_end_offset = 0
+        self.flushed_offset = 0
+        self.flush_calls = 0
+        self.flush_delay_s = flush_delay_s
+        self.fail = False
+        self._lock = threading.Lock()
+
+    def append(self) -> int:
+        with self._lock:
+            self.log_end_offset += 1
+            return self.log_end_offset - 1
+
+    def flush(self) -> int:
+        with self._lock:
+            target = self.log_end_offset  # covers everything appended before the flush started
+        self.flush_calls += 1
+        time.sleep(self.flush_delay_s)
+        if self.fail:
+            raise OSError(5, "Input/output error")
+        self.flushed_offset = target
+        return target
+
+
+class FakeNode:
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.log = FakeLog()
+        self.handled: list[tuple[int, int]] = []
+        self.peers: set[str] = set()
+        self._next_token = 0
+        self._fetches: dict[int, int] = {}  # token -> deadline
+        self._produces: dict[int, int] = {}  # token -> offset to be durable
+        self._ready: list[Completion] = []
+        self.closed = False
+        self.poll_calls = 0
+
+    @classmethod
+    def open(cls, config: dict, now_ms: int) -> "FakeNode":
+        return cls(config)
+
+    # -- the interface -----------------------------------------------------------------------
+    def handle(self, header, request, now_ms: int, peer: str):
+        self.handled.append((header.request_api_key, header.request_api_version))
+        self.peers.add(peer)
+        key = header.request_api_key
+        if key == 18:
+            return Respond(api_versions_response())
+        if key == 1:
+            if request.max_wait_ms <= 0:
+                return Respond(m.FetchResponse())
+            token = self._token()
+            self._fetches[token] = now_ms + request.max_wait_ms
+            return Park(token)
+        if key == 0:
+            offset = self.log.append()
+            if request.acks == 0:
+                return NoResponse()
+            if request.acks == 1 or self.config.get("fsync_policy") == "never":
+                return Respond(m.ProduceResponse())
+            token = self._token()
+            self._produces[token] = offset
+            return Park(token)
+        raise AssertionError(f"fake node got api {key}")
+
+    def poll(self, now_ms: int) -> list[Completion]:
+        self.poll_calls += 1
+        done, self._ready = self._ready, []
+        for token, deadline in list(self._fetches.items()):
+            if deadline <= now_ms:
+                del self._fetches[token]
+                done.append(Completion(token, m.FetchResponse(error_code=0, session_id=7)))
+        return done
+
+    def next_deadline_ms(self) -> int | None:
+        return min(self._fetches.values(), default=None)
+
+    def logs_to_flush(self) -> list:
+        if self.log.flushed_offset < self.log.log_end_offset:
+            return [(LOG_KEY, self.log)]
+        return []
+
+    def on_flushed(self, key, flushed_offset: int, now_ms: int) -> list[Completion]:
+        assert key == LOG_KEY
+        done = [Completion(t, m.ProduceResponse()) for t, off in self._produces.items()
+                if off < flushed_offset]
+        for c in done:
+            del self._produces[c.token]
+        return done
+
+    def metrics_snapshot(self) -> list[dict]:
+        return [{"topic": "t", "partition": 0, "log_start_offset": 0,
+                 "log_end_offset": self.log.log_end_offset,
+                 "high_watermark": self.log.flushed_offset}]
+
+    def metrics_values(self) -> dict:
+        return {"fetch_sessions": 3, "fetch_session_evictions_total": 1}
+
+    def close(self) -> None:
+        self.closed = True
+        data_dir = self.config.get("data_dir")
+        if data_dir:  # lets a subprocess test see that close() ran
+            Path(data_dir).mkdir(parents=True, exist_ok=True)
+            (Path(data_dir) / "fake-node-closed").write_text(json.dumps(
+                {"produced": self.log.log_end_offset, "flushed": self.log.flushed_offset}))
+
+    def _token(self) -> int:
+        self._next_token += 1
+        return self._next_token
+
+
+def api_versions_response() -> m.ApiVersionsResponse:
+    return m.ApiVersionsResponse(error_code=0, api_keys=[
+        m.ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,
+                                         max_version=s.max_version)
+        for s in sorted(API_BY_KEY.values(), key=lambda s: s.key)])

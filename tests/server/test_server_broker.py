@@ -1,0 +1,231 @@
+"""The whole shell in-process (KraftdServer + Broker + real codec) driving a fake Node."""
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kraftd.config.settings import Settings
+from kraftd.protocol import messages as m
+from kraftd.server import app as appmod
+from kraftd.server.app import KraftdServer
+from server_client import TestClient, fetch, produce
+from server_fake_node import FakeNode
+
+
+@pytest.fixture
+async def server(tmp_path):
+    servers = []
+
+    async def make(**overrides) -> KraftdServer:
+        settings = Settings.load(listen="127.0.0.1:0", metrics_listen="127.0.0.1:0",
+                                 data_dir=str(tmp_path), **overrides)
+        srv = KraftdServer(settings, FakeNode.open)
+        await srv.start()
+        servers.append(srv)
+        return srv
+
+    yield make
+    for srv in servers:
+        if srv.node is not None:
+            await srv.shutdown()
+
+
+async def client(srv: KraftdServer) -> TestClient:
+    return await TestClient.connect(*srv.kafka_address)
+
+
+async def http_get(address, path: str) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection(*address)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    raw = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode()
+
+
+async def test_api_versions_round_trip(server):
+    srv = await server()
+    c = await client(srv)
+    for version in (0, 3, 4):
+        body = await c.request(18, version, m.ApiVersionsRequest(client_software_name="t",
+                                                                 client_software_version="1"))
+        assert body.error_code == 0
+        assert {k.api_key for k in body.api_keys} >= {0, 1, 3, 18}
+    assert srv.node.peers == {f"127.0.0.1:{c.writer.get_extra_info('sockname')[1]}"}
+    c.close()
+
+
+async def test_api_versions_unsupported_version_gets_v0_error(server):
+    srv = await server()
+    c = await client(srv)
+    # An ApiVersions v99 request: the server can only parse the fixed header part.
+    c.send_raw(struct.pack(">hhih", 18, 99, 1234, 2) + b"me" + b"\x00" * 5)
+    size, = struct.unpack(">i", await c.reader.readexactly(4))
+    payload = await c.reader.readexactly(size)
+    correlation, error, count = struct.unpack_from(">ihi", payload)
+    assert (correlation, error) == (1234, 35)
+    ranges = [struct.unpack_from(">hhh", payload, 10 + 6 * i) for i in range(count)]
+    assert (18, 0, 4) in ranges
+    # The connection stays open: the client retries with a version we serve.
+    body = await c.request(18, 3, m.ApiVersionsRequest())
+    assert body.error_code == 0
+    c.close()
+
+
+async def test_unknown_api_closes_only_that_connection(server):
+    srv = await server()
+    bad, good = await client(srv), await client(srv)
+    bad.send_raw(struct.pack(">hhih", 999, 0, 1, -1))
+    assert await bad.closed_by_server()
+    assert (await good.request(18, 3, m.ApiVersionsRequest())).error_code == 0
+    good.close()
+
+
+@pytest.mark.parametrize("payload", [b"\x00\x12", struct.pack(">hhi", 18, 3, 1) + b"\xff\xff\xff"])
+async def test_malformed_request_closes_connection(server, payload):
+    srv = await server()
+    c = await client(srv)
+    c.send_raw(payload)
+    assert await c.closed_by_server()
+    assert srv.serving
+
+
+async def test_parked_fetch_completes_by_timer_and_holds_back_later_responses(server):
+    srv = await server()
+    c = await client(srv)
+    started = time.monotonic()
+    first = c.send(1, 12, fetch(max_wait_ms=150))
+    second = c.send(18, 3, m.ApiVersionsRequest())
+    got1, body1 = await c.recv()
+    elapsed = time.monotonic() - started
+    got2, _ = await c.recv()
+    assert (got1, got2) == (first, second)
+    assert body1.session_id == 7
+    assert 0.12 <= elapsed < 1.0
+    c.close()
+
+
+async def test_acks0_produce_sends_nothing(server):
+    srv = await server()
+    c = await client(srv)
+    c.send(0, 9, produce(acks=0))
+    c._sent.clear()  # no answer is expected for it
+    body = await c.request(18, 3, m.ApiVersionsRequest())
+    assert body.error_code == 0
+    assert srv.node.log.log_end_offset == 1
+    c.close()
+
+
+async def test_acks_all_produces_share_fsyncs(server):
+    srv = await server(flush_interval_ms=10_000)  # only the urgent path may flush
+    clients = [await client(srv) for _ in range(5)]
+    for c in clients:
+        for _ in range(10):
+            c.send(0, 9, produce(acks=-1))
+    started = time.monotonic()
+    for c in clients:
+        for _ in range(10):
+            await c.recv()
+    log = srv.node.log
+    assert log.flushed_offset == 50
+    assert log.flush_calls < 25, "expected group commit, got one fsync per produce"
+    assert time.monotonic() - started < 5
+    for c in clients:
+        c.close()
+
+
+async def test_background_flush_runs_every_interval(server):
+    srv = await server(flush_interval_ms=50)
+    c = await client(srv)
+    await c.request(0, 9, produce(acks=1))  # not waiting for fsync...
+    await asyncio.sleep(0.3)
+    assert srv.node.log.flushed_offset == 1  # ...but fsynced in the background
+    c.close()
+
+
+async def test_fsync_policy_never_does_not_flush(server):
+    srv = await server(fsync_policy="never", flush_interval_ms=20)
+    c = await client(srv)
+    await c.request(0, 9, produce(acks=-1))
+    await asyncio.sleep(0.2)
+    assert srv.node.log.flush_calls == 0
+    c.close()
+
+
+async def test_failed_fsync_stops_the_server(server, monkeypatch):
+    srv = await server()
+    stopped = []
+    srv.broker.on_fatal = lambda: stopped.append(True)
+    srv.node.log.fail = True
+    c = await client(srv)
+    c.send(0, 9, produce(acks=-1))
+    for _ in range(100):
+        if stopped:
+            break
+        await asyncio.sleep(0.02)
+    assert stopped and srv.broker.fatal is not None
+    c.close()
+
+
+async def test_metrics_and_healthz(server):
+    srv = await server()
+    c = await client(srv)
+    await c.request(18, 3, m.ApiVersionsRequest())
+    await c.request(0, 9, produce(acks=1))
+    status, text = await http_get(srv.metrics_address, "/metrics")
+    assert status == 200
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    assert samples[("kraftd_requests_total", (("api", "ApiVersions"), ("version", "3")))] == 1
+    assert samples[("kraftd_requests_total", (("api", "Produce"), ("version", "9")))] == 1
+    assert samples[("kraftd_request_latency_seconds_count", (("api", "Produce"),))] == 1
+    assert samples[("kraftd_connections_open", ())] == 1
+    assert samples[("kraftd_connections_total", ())] == 1
+    assert samples[("kraftd_bytes_in_total", ())] > 0
+    assert samples[("kraftd_bytes_out_total", ())] > 0
+    partition = (("partition", "0"), ("topic", "t"))
+    assert samples[("kraftd_log_end_offset", partition)] == 1
+    assert samples[("kraftd_log_start_offset", partition)] == 0
+    assert ("kraftd_high_watermark", partition) in samples
+    assert samples[("kraftd_fetch_sessions", ())] == 3
+    assert samples[("kraftd_fetch_session_evictions_total", ())] == 1
+    assert await http_get(srv.metrics_address, "/healthz") == (200, "ok\n")
+    assert (await http_get(srv.metrics_address, "/nope"))[0] == 404
+    c.close()
+
+
+async def test_shutdown_answers_in_flight_then_closes_node(server, monkeypatch):
+    srv = await server()
+    c = await client(srv)
+    c.send(1, 12, fetch(max_wait_ms=200))
+    c.send(0, 9, produce(acks=-1))
+    await asyncio.sleep(0.05)
+    node = srv.node
+    shutdown = asyncio.create_task(srv.shutdown())
+    await asyncio.sleep(0.01)
+    assert not srv.serving
+    assert (await c.recv())[1].session_id == 7  # the parked fetch still got its answer
+    await c.recv()
+    await shutdown
+    assert node.closed and node.log.flushed_offset == 1
+    assert await c.closed_by_server()
+    with pytest.raises(OSError):
+        await TestClient.connect(*srv.kafka_address)
+
+
+async def test_shutdown_grace_is_bounded(server, monkeypatch):
+    monkeypatch.setattr(appmod, "SHUTDOWN_GRACE_S", 0.2)
+    srv = await server()
+    c = await client(srv)
+    c.send(1, 12, fetch(max_wait_ms=60_000))
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await srv.shutdown()
+    assert time.monotonic() - started < 2
+    assert await c.closed_by_server()
