@@ -108,7 +108,7 @@ class LeaderEpochCache:
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries wholly below start_offset; the last such entry now starts there."""
         i = bisect.bisect_right(self._starts, start_offset)
-        if i == 0:
+        if i == 0 or (i == 1 and self._starts[0] == start_offset):
             return
         keep_epoch = self._epochs[i - 1]
         del self._epochs[:i], self._starts[:i]

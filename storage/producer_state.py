@@ -46,12 +46,24 @@ _ERROR_NAMES = {
 }
 
 
-class SequenceCheck(NamedTuple):
+class SequenceCheck:
     """Unpacks as (status, duplicate); the properties serve the produce handler directly."""
 
-    status: ProducerStatus
-    duplicate: BatchMetadata | None = None
-    detail: str = ""
+    __slots__ = ("status", "duplicate", "detail")
+
+    def __init__(self, status: ProducerStatus, duplicate: BatchMetadata | None = None, detail: str = ""):
+        self.status = status
+        self.duplicate = duplicate
+        self.detail = detail
+
+    def __iter__(self):
+        return iter((self.status, self.duplicate))
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other)
+
+    def __repr__(self) -> str:
+        return f"SequenceCheck({self.status.name}, {self.duplicate!r}, {self.detail!r})"
 
     @property
     def error(self) -> str | None:
