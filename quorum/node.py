@@ -6,8 +6,10 @@ files under the asyncio server and on memory logs under a deterministic simulati
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 
+from .fetch_sessions import FetchSessionCache
 from .handlers import HANDLERS
 from .handlers.context import HandlerContext
 from .leadership import Leadership
@@ -23,7 +25,8 @@ log = logging.getLogger(__name__)
 
 
 class Node:
-    def __init__(self, config: NodeConfig, *, catalog, quorum_store, producer_id_store, open_log) -> None:
+    def __init__(self, config: NodeConfig, *, catalog, quorum_store, producer_id_store, open_log,
+                 new_session_id=None) -> None:
         self.config = config
         self._catalog = catalog
         self._leadership = Leadership(quorum_store, config.node_id)
@@ -33,9 +36,14 @@ class Node:
         self._next_retention_ms = 0
         self.topics = TopicRegistry(config, catalog, open_log, self._make_partition)
         producer_ids = ProducerIdAllocator(producer_id_store)
+        # Session ids come from a CSPRNG (KIP-227: unguessable); simulations inject a seeded source.
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
+            new_session_id or _random_session_id)
         self._ctx = HandlerContext(
             config=config, cluster_id=catalog.cluster_id(), topics=self.topics, purgatory=self._purgatory,
             allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
+            fetch_sessions=self.fetch_sessions,
         )
 
     @classmethod
@@ -144,6 +152,10 @@ class Node:
             partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes)
             partition.after_log_start_moved()
 
+    def fetch_session_stats(self) -> dict:
+        cache = self.fetch_sessions
+        return {"sessions": len(cache), "partitions_cached": cache.partitions_cached, "evictions": cache.evictions}
+
     def metrics_snapshot(self) -> list[dict]:
         return [
             {"topic": p.topic, "partition": p.index, "log_start_offset": p.log_start_offset,
@@ -155,3 +167,7 @@ class Node:
         for partition in self.topics.partitions():
             partition.log.flush()
             partition.log.close()
+
+
+def _random_session_id() -> int:
+    return secrets.randbelow(0x7FFFFFFF) + 1

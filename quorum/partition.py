@@ -20,7 +20,8 @@ class Partition:
     high_watermark: int = 0
     # When fsync is off, the HW follows the log end at once; otherwise only durable data counts.
     hw_follows_flush: bool = True
-    watchers: set = field(default_factory=set)
+    # Fetch sessions caching this partition, with their slot for it (KIP-227 dirty marking).
+    watchers: dict = field(default_factory=dict)
 
     @property
     def key(self) -> PartitionKey:
@@ -54,6 +55,7 @@ class Partition:
     def _advance_hw(self, offset: int) -> bool:
         if offset > self.high_watermark:
             self.high_watermark = offset
+            self._tell_watchers()
             return True
         return False
 
@@ -61,3 +63,8 @@ class Partition:
         # DeleteRecords/retention never move the log start past the HW, but keep HW ≥ log start.
         if self.high_watermark < self.log.log_start_offset:
             self.high_watermark = self.log.log_start_offset
+        self._tell_watchers()
+
+    def _tell_watchers(self) -> None:
+        for session, slot in self.watchers.items():
+            session.mark_changed(slot)

@@ -29,6 +29,7 @@ class Topic:
     topic_id: uuid.UUID
     config: TopicConfig
     partitions: list[Partition]
+    num: int = 0  # a small node-local number (fetch sessions key partitions by it)
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -106,7 +107,7 @@ class TopicRegistry:
             self._make_partition(name, i, topic_id, self._open_log(name, i, config), config)
             for i in range(count)
         ]
-        topic = Topic(name, topic_id, config, partitions)
+        topic = Topic(name, topic_id, config, partitions, num=len(self._by_name) + 1)
         self._by_name[name] = topic
         self._by_id[topic_id] = topic
         return topic

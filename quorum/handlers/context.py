@@ -6,6 +6,7 @@ from typing import Callable
 
 from kraftd.protocol.errors import ErrorCode
 
+from ..fetch_sessions import FetchSessionCache
 from ..node_config import NodeConfig
 from ..purgatory import Purgatory
 from ..topics import Topic, TopicRegistry
@@ -20,6 +21,7 @@ class HandlerContext:
     allocate_producer_id: Callable[[], int]
     # Creates a topic and gives each partition its epoch start (LeaderChange batch).
     create_topic: Callable[[str, int, dict], Topic]
+    fetch_sessions: FetchSessionCache
     leader_epoch: int = 0
     # Partitions whose high watermark moved while handling; the node wakes their watchers.
     hw_changed: set = field(default_factory=set)

@@ -1,15 +1,20 @@
-"""Fetch (v4–17): resolve partitions, read, answer at once or long-poll until min_bytes."""
+"""Fetch (v4–17): sessions (KIP-227), reads, and long polls until min_bytes or max_wait."""
 from __future__ import annotations
+
+import uuid
 
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import FetchResponse
 
+from ..fetch_sessions.contexts import ErrorContext, SessionlessContext, new_context, session_key
 from ..outcomes import Park, Respond
 from .fetch_read import FetchLimits, PartitionFetch, read_partitions
 
 TopicOut = FetchResponse.FetchableTopicResponse
 NO_LIMIT = 0x7FFFFFFF
 READ_COMMITTED = 1
+FIRST_SESSION_VERSION = 7
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 def handle(ctx, header, request, now_ms, peer):
@@ -24,35 +29,70 @@ def handle(ctx, header, request, now_ms, peer):
         response_max_bytes=request.max_bytes if request.max_bytes > 0 else NO_LIMIT,
         leader_id=ctx.node_id,
     )
-    fetches = resolve(ctx, request, version)
-    results, total, errors = read_partitions(fetches, limits)
-    if request.max_wait_ms == 0 or total >= request.min_bytes or errors or not fetches:
-        return Respond(build_response(fetches, results, version))
+    context = _context(ctx, header, request, version, peer, privileged=replica_id >= 0, now_ms=now_ms)
+    if isinstance(context, ErrorContext):
+        return Respond(context.response([], None))
+    results, total, errors = read_partitions(context.fetches, limits)
+    if request.max_wait_ms == 0 or total >= request.min_bytes or errors or not context.fetches:
+        return Respond(context.response(results, _builder(version)))
     wait = min(request.max_wait_ms, ctx.config.fetch_max_wait_cap_ms)
-    return Park(ctx.purgatory.park(DelayedFetch(fetches, limits, request.min_bytes, now_ms + wait)))
+    return Park(ctx.purgatory.park(DelayedFetch(context, limits, request.min_bytes, now_ms + wait)))
 
 
-def resolve(ctx, request, version: int) -> list[PartitionFetch]:
+def _context(ctx, header, request, version: int, peer: str, privileged: bool, now_ms: int):
+    topics = ctx.topics
+
+    def resolve_requested(req):
+        return resolve(topics, req, version)
+
+    def resolve_slot(session, slot):
+        topic_key, index, partition, offset, current_epoch, last_epoch, max_bytes, log_start = \
+            session.fetch_state(slot)
+        fetch = _partition_fetch(topics, version, topic_key, index, partition, offset, current_epoch, last_epoch,
+                                 max_bytes, log_start)
+        fetch.slot = slot
+        return fetch
+
+    if version < FIRST_SESSION_VERSION:
+        return SessionlessContext(resolve_requested(request))
+    principal = (header.client_id, peer.rsplit(":", 1)[0])
+    return new_context(ctx.fetch_sessions, topics, request, version, principal, privileged, now_ms,
+                       resolve_requested, resolve_slot)
+
+
+def resolve(topics, request, version: int) -> list[PartitionFetch]:
     fetches = []
-    for topic in request.topics:
-        if version >= 13:
-            found = ctx.topics.get_by_id(topic.topic_id)
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            found = ctx.topics.get(topic.topic)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        for p in topic.partitions:
-            partition = None
-            if found is not None and 0 <= p.partition < len(found.partitions):
-                partition = found.partitions[p.partition]
-            fetches.append(PartitionFetch(
-                topic=found.name if found else topic.topic, topic_id=topic.topic_id,
-                partition_index=p.partition, partition=partition, fetch_offset=p.fetch_offset,
-                current_leader_epoch=p.current_leader_epoch, last_fetched_epoch=p.last_fetched_epoch,
-                max_bytes=p.partition_max_bytes, fetcher_log_start_offset=p.log_start_offset,
-                resolve_error=ErrorCode.NONE if partition is not None else missing,
-            ))
+    for wanted in request.topics:
+        topic_key = wanted.topic_id if version >= 13 else wanted.topic
+        for p in wanted.partitions:
+            fetches.append(_partition_fetch(
+                topics, version, topic_key, p.partition, None, p.fetch_offset, p.current_leader_epoch,
+                p.last_fetched_epoch, p.partition_max_bytes, p.log_start_offset))
     return fetches
+
+
+def _partition_fetch(topics, version, topic_key, index, partition, fetch_offset, current_leader_epoch,
+                     last_fetched_epoch, max_bytes, log_start) -> PartitionFetch:
+    topic = topics.get_by_id(topic_key) if version >= 13 else topics.get(topic_key)
+    if partition is None and topic is not None and 0 <= index < len(topic.partitions):
+        partition = topic.partitions[index]
+    if partition is not None:
+        error = ErrorCode.NONE
+    else:
+        error = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return PartitionFetch(
+        topic=topic.name if topic else (topic_key if version < 13 else ""),
+        topic_id=topic.topic_id if topic else (topic_key if version >= 13 else _ZERO_UUID),
+        partition_index=index, partition=partition, fetch_offset=fetch_offset,
+        current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch, max_bytes=max_bytes,
+        fetcher_log_start_offset=log_start, resolve_error=error, topic_key=topic_key,
+        session_key=session_key(topic, topic_key, index))
+
+
+def _builder(version: int):
+    def build(fetches, results, session_id):
+        return build_response(fetches, results, version, session_id)
+    return build
 
 
 def build_response(fetches: list[PartitionFetch], results: list, version: int, session_id: int = 0):
@@ -71,21 +111,23 @@ def build_response(fetches: list[PartitionFetch], results: list, version: int, s
 class DelayedFetch:
     """A fetch below min_bytes, woken when a watched partition's high watermark moves."""
 
-    def __init__(self, fetches, limits, min_bytes: int, deadline_ms: int) -> None:
-        self.fetches = fetches
+    def __init__(self, context, limits, min_bytes: int, deadline_ms: int) -> None:
+        self.context = context
         self.limits = limits
         self.min_bytes = min_bytes
         self.deadline_ms = deadline_ms
 
     def watch_keys(self):
-        return [f.partition.key for f in self.fetches if f.partition is not None]
+        return [f.partition.key for f in self.context.fetches if f.partition is not None]
 
     def try_complete(self, now_ms: int):
-        results, total, errors = read_partitions(self.fetches, self.limits)
+        results, total, errors = read_partitions(self.context.fetches, self.limits)
         if total >= self.min_bytes or errors:
-            return build_response(self.fetches, results, self.limits.version)
+            return self.context.response(results, _builder(self.limits.version))
         return None
 
     def expire(self, now_ms: int):
-        results, _, _ = read_partitions(self.fetches, self.limits)
-        return build_response(self.fetches, results, self.limits.version)
+        results, _, _ = read_partitions(self.context.fetches, self.limits)
+        return self.context.response(results, _builder(self.limits.version))
+
+

@@ -27,6 +27,10 @@ class PartitionFetch:
     max_bytes: int
     fetcher_log_start_offset: int = -1
     resolve_error: ErrorCode = ErrorCode.NONE
+    topic_key: object = None      # the name (< v13) or id (v13+) the fetcher uses
+    session_key: object = None    # how a fetch session knows this partition
+    slot: int = -1                # its slot in the fetch session, if any
+    must_answer: bool = False     # set by the read: an error or divergence the fetcher must hear
 
 
 @dataclass(slots=True)
@@ -44,6 +48,7 @@ def read_partitions(fetches: list[PartitionFetch], limits: FetchLimits) -> tuple
     results, total, errors = [], 0, False
     for fetch in fetches:
         data, size, stop = _read_one(fetch, limits, remaining, min_one_batch=(total == 0))
+        fetch.must_answer = stop
         results.append(data)
         total += size
         remaining = max(0, remaining - size)

@@ -107,9 +107,9 @@ def test_unknown_topic_id_from_v13(ctx):
     assert data.error_code == ErrorCode.UNKNOWN_TOPIC_ID
 
 
-def test_sessions_are_not_created_yet(ctx):
+def test_sessionless_fetch_gets_session_id_zero(ctx):
     request = ctx.fetch_request("t", 0, 0)
-    request.session_epoch = 0
+    assert request.session_epoch == -1
     assert ctx.respond(request, 12).session_id == 0
 
 

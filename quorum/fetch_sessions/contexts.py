@@ -1,0 +1,143 @@
+"""Interpreting a Fetch's (SessionId, SessionEpoch) — KIP-227's table — and shaping the answer.
+
+| id  | epoch | meaning                                                        |
+|-----|-------|----------------------------------------------------------------|
+| 0   | -1    | full fetch, no session                                         |
+| 0   | 0     | full fetch; create a session if a slot can be had              |
+| ID  | 0     | close ID, then as (0, 0)                                       |
+| ID  | -1    | close ID, then as (0, -1)                                      |
+| ID  | n > 0 | incremental fetch if n is the epoch ID expects                 |
+"""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import FetchResponse
+
+from .cache import FetchSessionCache
+from .session import FetchSession, next_epoch
+
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+
+
+class SessionlessContext:
+    """Answers every partition; the response's session id is 0."""
+
+    def __init__(self, fetches: list) -> None:
+        self.fetches = fetches
+
+    def response(self, results: list, build) -> FetchResponse:
+        return build(self.fetches, results, 0)
+
+
+class FullContext(SessionlessContext):
+    """A full fetch that opens a session when it is answered (if a slot can be had)."""
+
+    def __init__(self, fetches: list, cache: FetchSessionCache, now_ms: int, *, privileged: bool, principal,
+                 uses_topic_ids: bool) -> None:
+        super().__init__(fetches)
+        self._cache = cache
+        self._now_ms = now_ms
+        self._privileged = privileged
+        self._principal = principal
+        self._uses_topic_ids = uses_topic_ids
+
+    def response(self, results: list, build) -> FetchResponse:
+        if not self.fetches:
+            return build(self.fetches, results, 0)
+        session = self._cache.create(self._now_ms, privileged=self._privileged, principal=self._principal,
+                                     uses_topic_ids=self._uses_topic_ids, size=len(self.fetches))
+        if session is None:
+            return build(self.fetches, results, 0)
+        for fetch, data in zip(self.fetches, results):
+            fetch.slot = session.upsert(fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition,
+                                        fetch.fetch_offset, fetch.max_bytes, fetch.fetcher_log_start_offset,
+                                        fetch.current_leader_epoch, fetch.last_fetched_epoch)
+            session.record_sent(fetch.slot, data)
+            session.settle(fetch.slot, data, fetch.must_answer)
+        return build(self.fetches, results, session.id)
+
+
+class IncrementalContext:
+    """Reads the session's active partitions; answers only those with something new."""
+
+    def __init__(self, session: FetchSession, fetches: list) -> None:
+        self.session = session
+        self.fetches = fetches
+
+    def response(self, results: list, build) -> FetchResponse:
+        session = self.session
+        sent_fetches, sent_results = [], []
+        for fetch, data in zip(self.fetches, results):
+            if session.must_send(fetch.slot, data, fetch.must_answer):
+                sent_fetches.append(fetch)
+                sent_results.append(data)
+                session.record_sent(fetch.slot, data)
+            session.settle(fetch.slot, data, fetch.must_answer)
+        return build(sent_fetches, sent_results, session.id)
+
+
+class ErrorContext:
+    def __init__(self, error: ErrorCode) -> None:
+        self.error = error
+        self.fetches: list = []
+
+    def response(self, results: list, build) -> FetchResponse:
+        return FetchResponse(throttle_time_ms=0, error_code=self.error, session_id=0, responses=[])
+
+
+def new_context(cache: FetchSessionCache, topics, request, version: int, principal, privileged: bool,
+                now_ms: int, resolve_requested, resolve_slot):
+    """Pick the context for this request, applying its changes to the session first.
+
+    resolve_requested(request) -> PartitionFetch list for the partitions named in the request;
+    resolve_slot(session, slot) -> the PartitionFetch for a cached partition.
+    """
+    session_id, epoch = request.session_id, request.session_epoch
+    uses_topic_ids = version >= 13
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != 0:
+            cache.close(session_id, principal)
+        fetches = resolve_requested(request)
+        if epoch == FINAL_EPOCH:
+            return SessionlessContext(fetches)
+        return FullContext(fetches, cache, now_ms, privileged=privileged, principal=principal,
+                           uses_topic_ids=uses_topic_ids)
+    session = cache.get(session_id)
+    if session is None or session.principal != principal:
+        return ErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    if session.uses_topic_ids != uses_topic_ids:
+        return ErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+    if epoch != session.epoch:
+        return ErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    cache.touch(session, now_ms)
+    for fetch in resolve_requested(request):
+        session.upsert(fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition,
+                       fetch.fetch_offset, fetch.max_bytes, fetch.fetcher_log_start_offset,
+                       fetch.current_leader_epoch, fetch.last_fetched_epoch)
+    for key in forgotten_keys(request, version, topics):
+        session.remove(key)
+    if len(session) == 0:
+        # Removing every partition ends the session.
+        cache.close(session.id, principal)
+        return SessionlessContext([])
+    session.epoch = next_epoch(epoch)
+    return IncrementalContext(session, [resolve_slot(session, slot) for slot in session.active_slots_in_order()])
+
+
+def forgotten_keys(request, version: int, topics):
+    for forgotten in request.forgotten_topics_data:
+        if version >= 13:
+            topic = topics.get_by_id(forgotten.topic_id)
+            topic_key = forgotten.topic_id
+        else:
+            topic = topics.get(forgotten.topic)
+            topic_key = forgotten.topic
+        for index in forgotten.partitions:
+            yield session_key(topic, topic_key, index)
+
+
+def session_key(topic, topic_key, index: int):
+    """Known topics key by an int (small, cheap to hash); unknown ones by (topic, index)."""
+    if topic is not None:
+        return (topic.num << 32) | (index & 0xFFFFFFFF)
+    return (topic_key, index)
