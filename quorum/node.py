@@ -34,6 +34,7 @@ class Node:
         self._dirty: dict[PartitionKey, Partition] = {}
         self._completions: list[Completion] = []
         self._next_retention_ms = 0
+        self._now_ms = 0  # the time of the call being handled (topics created mid-request need it)
         self.topics = TopicRegistry(config, catalog, open_log, self._make_partition)
         producer_ids = ProducerIdAllocator(producer_id_store)
         # Session ids come from a CSPRNG (KIP-227: unguessable); simulations inject a seeded source.
@@ -73,6 +74,7 @@ class Node:
 
     def start(self, now_ms: int) -> None:
         """Recover topics, persist epoch+1, and give every partition the new epoch's start."""
+        self._now_ms = now_ms
         epoch = self._leadership.become_leader()
         self._ctx.leader_epoch = epoch
         self.topics.load()
@@ -98,12 +100,13 @@ class Node:
     def _create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
         topic = self.topics.create(name, partitions, configs)
         for partition in topic.partitions:
-            self._begin_epoch(partition, 0)
+            self._begin_epoch(partition, self._now_ms)
         return topic
 
     # -- driving the core ------------------------------------------------------------------
 
     def handle(self, header, request, now_ms: int, peer: str) -> Outcome:
+        self._now_ms = now_ms
         handler = HANDLERS[header.request_api_key]
         outcome = handler(self._ctx, header, request, now_ms, peer)
         self._after_handling(now_ms)
@@ -119,6 +122,7 @@ class Node:
             ctx.hw_changed.clear()
 
     def poll(self, now_ms: int) -> list[Completion]:
+        self._now_ms = now_ms
         if now_ms >= self._next_retention_ms:
             self._apply_retention(now_ms)
             self._next_retention_ms = now_ms + self.config.retention_check_interval_ms

@@ -130,8 +130,9 @@ def batch_of(values, *, producer_id: int = -1, producer_epoch: int = -1, base_se
                        base_sequence=base_sequence)
 
 
-def values_in(partition_data) -> list[bytes]:
-    """Decode the data records (control batches skipped) of a fetched partition."""
+def values_in(partition_data, from_offset: int = 0) -> list[bytes]:
+    """Decode the data records of a fetched partition as a client would: control batches and
+    records below the fetch offset (whole batches come back) are skipped."""
     records = partition_data.records
     raw = records.view() if hasattr(records, "view") else records
     from kraftd.protocol.records import iter_batch_headers
@@ -141,7 +142,8 @@ def values_in(partition_data) -> list[bytes]:
     for pos, header in iter_batch_headers(buf):
         if header.is_control:
             continue
-        out += [bytes(r.value) for r in decode_records(buf[pos:pos + header.size], header)]
+        out += [bytes(r.value) for r in decode_records(buf[pos:pos + header.size], header)
+                if r.offset >= from_offset]
     return out
 
 
