@@ -1,0 +1,255 @@
+"""FileLog specifics: segments and indexes on disk, recovery, flush from another thread."""
+import os
+import threading
+
+import pytest
+
+from kraftd.protocol.records import iter_batch_headers
+from kraftd.storage import FileLog
+from storage_helpers import batch
+
+
+def open_log(path, **kw):
+    kw.setdefault("segment_bytes", 4096)
+    kw.setdefault("index_interval_bytes", 256)
+    return FileLog(path, **kw)
+
+
+def offsets(log, start=None):
+    start = log.log_start_offset if start is None else start
+    return [h.base_offset for _, h in iter_batch_headers(log.read(start, 1 << 30).to_bytes())]
+
+
+def test_segments_roll_and_every_offset_is_found(tmp_path):
+    log = open_log(tmp_path / "p")
+    for i in range(400):
+        log.append_as_leader(batch(1 + i % 3, ts=i), 1, now_ms=0)
+    assert len(log.segments) > 5
+    names = sorted(os.listdir(tmp_path / "p"))
+    assert "00000000000000000000.log" in names and "00000000000000000000.index" in names
+    assert all(len(s.idx_rel) > 3 for s in log.segments[:-1])  # sparse, not empty
+    for off in range(0, log.log_end_offset, 7):
+        r = log.read(off, 1)
+        (h,) = [h for _, h in iter_batch_headers(r.to_bytes())]
+        assert h.base_offset <= off <= h.last_offset
+    for ts in range(0, 400, 13):
+        off, found_ts, _ = log.offset_for_timestamp(ts)
+        assert found_ts == ts
+
+
+def test_regions_support_sendfile(tmp_path):
+    log = open_log(tmp_path / "p")
+    for _ in range(200):
+        log.append_as_leader(batch(1), 1, now_ms=0)
+    r = log.read(0, 1 << 20)
+    want = r.to_bytes()
+    got = b"".join(os.pread(reg.fileno(), len(reg), reg.position) for reg in r.regions)
+    assert got == want
+    sealed = [reg for reg in r.regions if reg.segment.sealed]
+    assert sealed and isinstance(sealed[0].view().obj, __import__("mmap").mmap)
+
+
+def test_reopen_after_clean_close(tmp_path):
+    log = open_log(tmp_path / "p")
+    for i in range(100):
+        log.append_as_leader(batch(2, producer_id=1, producer_epoch=0, base_sequence=2 * i), 1 + i // 50, now_ms=0)
+    log.advance_log_start(5)
+    expect = offsets(log)
+    log.close()
+    log = open_log(tmp_path / "p")
+    assert log.recovery_report.clean_shutdown and not log.recovery_report.segments_scanned
+    assert offsets(log) == expect
+    assert (log.log_start_offset, log.log_end_offset, log.flushed_offset) == (5, 200, 200)
+    assert log.epoch_cache.entries == [(1, 5), (2, 100)]
+    assert log.producer_state.check(1, 0, 198, 199).duplicate_first_offset == 198
+    assert log.append_as_leader(batch(1), 2, now_ms=0).first_offset == 200
+
+
+def test_reopen_without_close_scans_and_keeps_everything(tmp_path):
+    log = open_log(tmp_path / "p")
+    for _ in range(100):
+        log.append_as_leader(batch(2, producer_id=1, producer_epoch=0, base_sequence=0), 1, now_ms=0)
+    expect = offsets(log)
+    del log  # crash: no close, no flush (the page cache still has everything)
+    log = open_log(tmp_path / "p")
+    assert not log.recovery_report.clean_shutdown and log.recovery_report.segments_scanned
+    assert not log.recovery_report.truncated
+    assert offsets(log) == expect and log.log_end_offset == 200
+
+
+def _log_with_batches(path, count=6):
+    log = open_log(path, segment_bytes=1 << 20)
+    for i in range(count):
+        log.append_as_leader(batch(3, value=b"x" * 40, ts=i), 1 + i // 3, now_ms=0)
+    log.flush()
+    seg = log.segments[-1]
+    positions = [p for p, _ in seg.iter_headers(0)]
+    return log, seg.path, positions, seg.size
+
+
+def test_torn_tail_at_every_byte(tmp_path):
+    src = tmp_path / "src"
+    log, path, positions, size = _log_with_batches(src)
+    log.close()
+    original = open(path, "rb").read()
+    last_start = positions[-1]
+    for cut in range(last_start, size):
+        d = tmp_path / f"cut{cut}"
+        d.mkdir()
+        for name in os.listdir(src):
+            if name.endswith(".log"):
+                (d / name).write_bytes(original[:cut])
+            elif name == "leader-epoch-checkpoint":
+                (d / name).write_bytes((src / name).read_bytes())
+        log = open_log(d)
+        rep = log.recovery_report
+        assert log.log_end_offset == 15, cut  # exactly the previous whole batch
+        assert rep.truncated_bytes == cut - last_start
+        assert offsets(log) == [0, 3, 6, 9, 12]
+        assert os.path.getsize(d / os.path.basename(path)) == last_start
+        assert log.epoch_cache.entries == [(1, 0), (2, 9)]
+        assert log.append_as_leader(batch(1), 2, now_ms=0).first_offset == 15
+        log.close()
+
+
+@pytest.mark.parametrize("where", ["crc", "payload", "length"])
+def test_corrupt_last_batch_is_truncated(tmp_path, where):
+    log, path, positions, size = _log_with_batches(tmp_path / "p")
+    del log
+    data = bytearray(open(path, "rb").read())
+    at = positions[-1] + {"crc": 17, "payload": size - positions[-1] - 3, "length": 8}[where]
+    data[at] ^= 0xFF
+    open(path, "wb").write(data)
+    log = open_log(tmp_path / "p")
+    assert log.log_end_offset == 15 and offsets(log) == [0, 3, 6, 9, 12]
+    assert log.recovery_report.truncated_at_position == positions[-1]
+
+
+def test_corruption_in_earlier_segment_drops_later_segments(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=1024)
+    for _ in range(40):
+        log.append_as_leader(batch(1, value=b"y" * 100), 1, now_ms=0)
+    segs = log.segments
+    victim = segs[1]
+    cut_pos = [p for p, _ in victim.iter_headers(0)][2]
+    first_bad = victim.base_offset + 2
+    log.flush()
+    del log, segs, victim
+    # No clean shutdown and a zero recovery point: everything is scanned.
+    os.unlink(tmp_path / "p" / "recovery-point")
+    path = tmp_path / "p" / f"{first_bad - 2:020d}.log"
+    data = bytearray(path.read_bytes())
+    data[cut_pos + 30] ^= 1
+    path.write_bytes(data)
+    log = open_log(tmp_path / "p")
+    assert log.log_end_offset == first_bad
+    assert offsets(log) == list(range(first_bad))
+    assert log.recovery_report.deleted_segments
+
+
+def test_indexes_rebuilt_after_deleting_index_files(tmp_path):
+    log = open_log(tmp_path / "p")
+    for i in range(300):
+        log.append_as_leader(batch(1, ts=i), 1, now_ms=0)
+    expect = offsets(log)
+    index_before = [bytes(s.idx_rel) for s in log.segments[:-1]]
+    log.close()
+    for name in os.listdir(tmp_path / "p"):
+        if name.endswith((".index", ".timeindex")):
+            os.unlink(tmp_path / "p" / name)
+    log = open_log(tmp_path / "p")
+    assert len(log.recovery_report.indexes_rebuilt) >= len(index_before)
+    assert [bytes(s.idx_rel) for s in log.segments[:-1]] == index_before
+    assert offsets(log) == expect
+    assert log.offset_for_timestamp(123)[0] == 123
+    assert os.path.exists(log.segments[0].path.replace(".log", ".index"))
+
+
+def test_garbage_index_file_is_detected(tmp_path):
+    log = open_log(tmp_path / "p")
+    for _ in range(300):
+        log.append_as_leader(batch(1), 1, now_ms=0)
+    log.close()
+    idx = tmp_path / "p" / "00000000000000000000.index"
+    idx.write_bytes(b"\x00" * 64)
+    log = open_log(tmp_path / "p")
+    assert 0 in log.recovery_report.indexes_rebuilt
+    for off in range(0, 300, 11):
+        assert log.read(off, 1).first_offset == off
+
+
+def test_truncation_into_sealed_segment_keeps_inflight_regions_valid(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=1024)
+    for _ in range(40):
+        log.append_as_leader(batch(1, value=b"z" * 100), 1, now_ms=0)
+    r = log.read(0, 1 << 20)
+    views = [reg.view() for reg in r.regions]  # live mmap slices of sealed segments
+    before = b"".join(bytes(v) for v in views)
+    log.truncate_to(3)
+    assert log.log_end_offset == 3 and not log.segments[0].sealed
+    assert b"".join(bytes(v) for v in views) == before  # old inode, no SIGBUS
+    log.append_as_leader(batch(1), 2, now_ms=0)
+    assert offsets(log) == [0, 1, 2, 3]
+    log.close()
+    assert offsets(open_log(tmp_path / "p")) == [0, 1, 2, 3]
+
+
+def test_truncation_is_durable_across_crash(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=1024)
+    for _ in range(40):
+        log.append_as_leader(batch(1, value=b"z" * 100), 1, now_ms=0)
+    log.flush()
+    log.truncate_to(12)
+    log.append_as_leader(batch(2), 2, now_ms=0)
+    del log
+    log = open_log(tmp_path / "p")
+    assert offsets(log) == list(range(12)) + [12]
+    assert log.epoch_cache.entries == [(1, 0), (2, 12)]
+
+
+def test_log_start_offset_persists(tmp_path):
+    log = open_log(tmp_path / "p")
+    for _ in range(10):
+        log.append_as_leader(batch(1), 1, now_ms=0)
+    log.advance_log_start(7)
+    del log
+    log = open_log(tmp_path / "p")
+    assert log.log_start_offset == 7 and offsets(log) == [7, 8, 9]
+
+
+def test_flush_from_another_thread_while_appending(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=16384)
+    stop = threading.Event()
+    seen = []
+    errors = []
+
+    def flusher():
+        try:
+            while not stop.is_set():
+                seen.append(log.flush())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    for _ in range(2000):
+        log.append_as_leader(batch(1, value=b"q" * 64), 1, now_ms=0)
+    stop.set()
+    t.join()
+    assert not errors
+    assert seen == sorted(seen) and seen[-1] <= 2000
+    assert log.flush() == 2000
+    assert len(log.segments) > 5
+    del log
+    assert open_log(tmp_path / "p", segment_bytes=16384).log_end_offset == 2000
+
+
+def test_recovery_point_limits_the_scan(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=1024)
+    for _ in range(60):
+        log.append_as_leader(batch(1, value=b"z" * 100), 1, now_ms=0)
+    log.flush()
+    nseg = len(log.segments)
+    del log
+    log = open_log(tmp_path / "p", segment_bytes=1024)
+    assert len(log.recovery_report.segments_scanned) == 1 < nseg
