@@ -12,7 +12,7 @@ import sys
 
 from kraftd import __version__
 
-COMMANDS = ["serve"]
+COMMANDS = ["serve", "dump-log"]
 
 
 def build_parser() -> argparse.ArgumentParser:
