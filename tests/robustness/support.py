@@ -1,0 +1,241 @@
+"""Shared helpers for robustness tests: a raw blocking Kafka client on our codec, a
+well-behaved background client that checks every answer, and server-log checks."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+from kraftd.protocol import messages as m
+from kraftd.protocol.api import FETCH, LIST_OFFSETS, METADATA, PRODUCE
+from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
+from kraftd.protocol.records import build_batch, iter_batch_headers, decode_records
+
+PRODUCE_V = 9   # flexible, topic names
+FETCH_V = 12    # flexible, topic names (v13+ uses topic ids)
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+def encode(api_key: int, version: int, request, correlation_id: int = 1,
+           client_id: str | None = "robust") -> bytes:
+    header = m.RequestHeader(request_api_key=api_key, request_api_version=version,
+                             correlation_id=correlation_id, client_id=client_id)
+    parts: list = []
+    encode_request(header, request, parts)
+    return frame_bytes(parts)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionClosed(f"closed after {len(buf)}/{n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    size, = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)
+
+
+class RawClient:
+    """Blocking one-request-at-a-time client speaking through kraftd.protocol."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation = 0
+
+    def request(self, api_key: int, version: int, request):
+        self.correlation += 1
+        cid = self.correlation
+        self.sock.sendall(encode(api_key, version, request, cid))
+        header, body = decode_response(memoryview(recv_frame(self.sock)), api_key, version)
+        assert header.correlation_id == cid, (header.correlation_id, cid)
+        return body
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # -- convenience ------------------------------------------------------------------------
+    def produce(self, topic: str, batch: bytes, acks: int = -1, partition: int = 0,
+                version: int = PRODUCE_V):
+        req = m.ProduceRequest(acks=acks, timeout_ms=10_000, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
+        resp = self.request(PRODUCE, version, req)
+        return resp.responses[0].partition_responses[0]
+
+    def fetch(self, topic: str, offset: int, max_wait_ms: int = 0, min_bytes: int = 1,
+              max_bytes: int = 1 << 20, partition: int = 0):
+        req = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                             max_bytes=max_bytes, isolation_level=0, session_id=0,
+                             session_epoch=-1, topics=[
+            m.FetchRequest.FetchTopic(topic=topic, partitions=[
+                m.FetchRequest.FetchPartition(partition=partition, fetch_offset=offset,
+                                              current_leader_epoch=-1, last_fetched_epoch=-1,
+                                              log_start_offset=-1, partition_max_bytes=max_bytes)])])
+        resp = self.request(FETCH, FETCH_V, req)
+        assert resp.error_code == 0, resp
+        return resp.responses[0].partitions[0]
+
+    def read_all(self, topic: str, start: int = 0, partition: int = 0) -> list:
+        """Every record from `start` to the high watermark: list of (offset, key, value)."""
+        out = []
+        offset = start
+        for _ in range(10_000):
+            p = self.fetch(topic, offset, partition=partition)
+            assert p.error_code == 0, p
+            recs = records_of(p.records)
+            recs = [r for r in recs if r[0] >= offset]
+            if not recs:
+                assert offset >= p.high_watermark, (offset, p.high_watermark)
+                return out
+            out.extend(recs)
+            offset = recs[-1][0] + 1
+        raise AssertionError("read_all did not converge")
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        # auto-create via a Metadata request (allow_auto_topic_creation)
+        req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                                allow_auto_topic_creation=True)
+        self.request(METADATA, 9, req)
+
+
+def records_of(buf) -> list:
+    if buf is None:
+        return []
+    out = []
+    mv = memoryview(bytes(buf))
+    for pos, h in iter_batch_headers(mv):
+        if h.is_control:
+            continue
+        for r in decode_records(mv[pos:pos + h.size], h):
+            out.append((r.offset, None if r.key is None else bytes(r.key),
+                        None if r.value is None else bytes(r.value)))
+    return out
+
+
+def batch_of(values: list[bytes], key: bytes | None = None) -> bytes:
+    ts = int(time.time() * 1000)
+    return build_batch([(key, v, [], ts) for v in values])
+
+
+class GoodClient(threading.Thread):
+    """A well-behaved client on its own connection: produce (acks=-1) a batch, then fetch it
+    back, forever; every request must succeed with exactly the data produced. Failures are
+    collected in `errors` (the thread stops at the first one)."""
+
+    def __init__(self, port: int, topic: str = "good-topic", batch_size: int = 3,
+                 pause_s: float = 0.0) -> None:
+        super().__init__(daemon=True, name="good-client")
+        self.port = port
+        self.topic = topic
+        self.batch_size = batch_size
+        self.pause_s = pause_s
+        self.stop_event = threading.Event()
+        self.errors: list[str] = []
+        self.produced: list[tuple[int, bytes]] = []  # (offset, value) acknowledged
+        self.rounds = 0
+        self.max_latency = 0.0
+
+    def run(self) -> None:
+        try:
+            client = RawClient(self.port, timeout=15.0)
+        except OSError as e:
+            self.errors.append(f"connect: {e!r}")
+            return
+        try:
+            seq = 0
+            while not self.stop_event.is_set():
+                values = [f"good-{seq + i}".encode() for i in range(self.batch_size)]
+                seq += self.batch_size
+                t0 = time.monotonic()
+                pr = client.produce(self.topic, batch_of(values))
+                if pr.error_code != 0:
+                    self.errors.append(f"produce error {pr.error_code}: {pr}")
+                    return
+                base = pr.base_offset
+                expected_base = self.produced[-1][0] + 1 if self.produced else base
+                if base != expected_base:
+                    self.errors.append(f"produce base offset {base}, expected {expected_base}")
+                    return
+                got = client.fetch(self.topic, base)
+                recs = [r for r in records_of(got.records) if r[0] >= base][:len(values)]
+                want = [(base + i, None, v) for i, v in enumerate(values)]
+                if got.error_code != 0 or recs != want:
+                    self.errors.append(f"fetch at {base}: error {got.error_code}, got {recs}, "
+                                       f"want {want}")
+                    return
+                self.produced.extend((base + i, v) for i, v in enumerate(values))
+                self.max_latency = max(self.max_latency, time.monotonic() - t0)
+                self.rounds += 1
+                if self.pause_s:
+                    time.sleep(self.pause_s)
+        except Exception as e:  # noqa: BLE001 — any failure of the good client is a finding
+            self.errors.append(f"good client failed: {e!r}")
+        finally:
+            client.close()
+
+    def finish(self, timeout: float = 20.0) -> None:
+        self.stop_event.set()
+        self.join(timeout)
+        assert not self.is_alive(), "good client did not stop"
+
+
+# -- server log checks ------------------------------------------------------------------------
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+# Log events that mean the server itself failed (not a peer's fault).
+_BAD_EVENTS = ("request handler failed", "connection failed", "encoding a completed response",
+               "write failed", "node.poll failed", "fsync failed", "Exception in callback",
+               "Task exception was never retrieved", "Unhandled error")
+
+
+def server_failures(lines: list[str]) -> list[str]:
+    """Lines (with a little context) showing an unhandled exception or an internal error.
+
+    Peer faults are logged by the server at info level without a traceback ("closing
+    connection: malformed request ...", "bad frame size", "closing idle connection"), so
+    any traceback, or any of the internal-error events above, counts as a server failure."""
+    found = []
+    for i, line in enumerate(lines):
+        if _TRACEBACK.search(line) or any(ev in line for ev in _BAD_EVENTS):
+            found.append("\n".join(lines[max(0, i - 2):i + 30]))
+    return found
+
+
+def first_traceback(lines: list[str]) -> str:
+    f = server_failures(lines)
+    return f[0] if f else ""
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def segment_files(data_dir: Path, topic: str, partition: int = 0) -> list[Path]:
+    return sorted((Path(data_dir) / f"{topic}-{partition}").glob("*.log"))
+
+
+def wait_until(pred, timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
