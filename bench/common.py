@@ -1,0 +1,79 @@
+"""Shared bench plumbing: the run context, statistics and table formatting."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.servers import Server
+
+
+@dataclass
+class Context:
+    systems: list[str]                       # requested order, e.g. ["kraftd", "tansu"]
+    servers: dict[str, Server]               # the ones that started
+    skipped: dict[str, str]                  # system -> reason it is not measured
+    data_mib: int = 1024
+    repeats: int = 3
+    quick: bool = False
+    fetch_version: int | None = None
+    batch_records: int = 16
+    value_size: int = 1024
+    duration_s: float = 5.0                  # small-request bench window
+    t0: float = field(default_factory=time.monotonic)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def kafka_servers(self) -> list[tuple[str, Server]]:
+        return [(n, self.servers[n]) for n in self.systems if n in self.servers]
+
+
+def median(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def verdict(value: float | None, target: float) -> str:
+    if value is None:
+        return "n/a"
+    return "MET" if value >= target else "NOT MET"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def rotated(items: list[Any], k: int) -> list[Any]:
+    """Interleave order between repeats so no system always runs first/last."""
+    if not items:
+        return items
+    k %= len(items)
+    return items[k:] + items[:k]

@@ -1,0 +1,244 @@
+"""(a) Raw consume: a minimal Fetch client counting bytes, vs. the C ceiling server.
+
+The client sends Fetch requests (1 partition, partition_max_bytes = 1 MiB) from offset 0 to
+the end of the dataset with ``depth`` requests pipelined, decodes only the response header
+and the partition header and walks the record-batch headers (to count complete batches and
+find the next offset).  The next offsets of pipelined requests are predicted from the
+previous step; a misprediction drains the pipeline (responses discarded) and resyncs.
+
+The ceiling (bench/ceiling/copy_server.c) answers the very same request stream with a canned
+Fetch response of the same version holding the same batches (base offsets patched), so
+``system / ceiling`` compares a server against loopback + this client loop.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import struct
+import time
+import uuid
+
+from bench import wire
+from bench.common import Context, fmt, fmt_ratio, median, ratio, rotated, table, verdict
+from bench.dataset import Dataset, ensure_dataset
+from bench.servers import HOST, CeilingServer
+
+NAME = "raw_consume"
+TITLE = "(a) raw consume: Fetch client counting bytes (1 partition, 1 MiB partition max bytes)"
+TARGET_VS_CEILING = 0.6
+PARTITION_MAX_BYTES = 1 << 20
+
+_size = struct.Struct(">i")
+
+
+def consume_range(port: int, template: wire.FetchTemplate, start: int, end: int, *,
+                  depth: int = 2, time_box: float | None = None,
+                  timeout_s: float = 300.0) -> dict:
+    """Fetch [start, end) as fast as possible (or until ``time_box`` seconds have passed);
+    returns bytes/seconds/fetch counts."""
+    v = template.version
+    sock = socket.create_connection((HOST, port), timeout=60)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(4 << 20)
+    mv = memoryview(buf)
+    hdr = bytearray(4)
+    hmv = memoryview(hdr)
+    recv_into = sock.recv_into
+    send = sock.sendall
+    make = template.make
+    inflight: collections.deque[tuple[int, int]] = collections.deque()
+    expected = start
+    step = 0
+    corr = 0
+    useful = 0
+    wire_bytes = 0
+    fetches = 0
+    discarded = 0
+    empty = 0
+    resync = False
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    box_end = time.monotonic() + time_box if time_box else None
+    boxed = False
+    try:
+        while expected < end:
+            if box_end is not None and time.monotonic() > box_end:
+                boxed = True
+                break
+            # keep the pipeline full (only once the step is known)
+            while not resync and len(inflight) < (depth if step > 0 else 1):
+                nxt = inflight[-1][1] + step if inflight else expected
+                if nxt >= end:
+                    break
+                corr += 1
+                send(make(corr, nxt))
+                inflight.append((corr, nxt))
+            if not inflight:
+                raise wire.WireError("no request in flight")
+            # read one response frame
+            got = 0
+            while got < 4:
+                k = recv_into(hmv[got:], 4 - got)
+                if not k:
+                    raise wire.WireError("connection closed")
+                got += k
+            (size,) = _size.unpack(hdr)
+            if size > len(buf):
+                buf = bytearray(size)
+                mv = memoryview(buf)
+            got = 0
+            while got < size:
+                k = recv_into(mv[got:size], size - got)
+                if not k:
+                    raise wire.WireError("connection closed")
+                got += k
+            wire_bytes += size + 4
+            fetches += 1
+            r = wire.parse_fetch(mv[:size], v)
+            rcorr, off = inflight.popleft()
+            if r.corr != rcorr:
+                raise wire.WireError(f"correlation {r.corr} != {rcorr}")
+            if r.error:
+                raise wire.WireError(f"fetch error {r.error} at offset {off}")
+            if off != expected:
+                discarded += 1
+                resync = True
+            elif r.next_offset <= expected:
+                empty += 1
+                if empty > 50:
+                    raise wire.WireError(f"no progress at offset {expected} (hw {r.high_watermark})")
+            else:
+                useful += r.useful
+                step = r.next_offset - off
+                expected = r.next_offset
+            if resync and not inflight:
+                resync = False
+            if time.monotonic() > deadline:
+                raise wire.WireError(f"raw consume timed out at offset {expected}/{end}")
+        secs = time.perf_counter() - t0
+    finally:
+        sock.close()
+    return dict(bytes=useful, wire_bytes=wire_bytes, seconds=secs, fetches=fetches,
+                discarded=discarded, empty=empty, mb_s=useful / secs / 1e6,
+                complete=not boxed, end_offset=expected)
+
+
+def ceiling_server(ds: Dataset, version: int) -> CeilingServer:
+    """Build the canned response: as many whole dataset batches as fit in 1 MiB."""
+    batch = wire.build_batch(ds.batch_records, wire.record_value(ds.value_size))
+    k = max(1, PARTITION_MAX_BYTES // len(batch))
+    records_blob = batch * k
+    hw = ds.end_offset
+    body = dict(throttle_time_ms=0, throttle_time=0, error_code=0, session_id=0, responses=[dict(
+        topic=ds.topic, topic_id=ds.topic_id or uuid.UUID(int=0), partitions=[dict(
+            partition_index=0, error_code=0, high_watermark=hw, last_stable_offset=hw,
+            log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1,
+            records=records_blob)])], node_endpoints=[])
+    frame = wire.encode_response(wire.FETCH, version, 0, body)
+    pos = frame.index(records_blob)
+    total_chunks = max(1, ds.records // (k * ds.batch_records))
+    srv = CeilingServer(frame, pos, len(batch), k, ds.batch_records, total_chunks)
+    srv.info["end_offset"] = total_chunks * k * ds.batch_records
+    return srv
+
+
+def run(ctx: Context) -> dict:
+    systems = ctx.kafka_servers()
+    datasets: dict[str, Dataset] = {}
+    versions: dict[str, int] = {}
+    templates: dict[str, wire.FetchTemplate] = {}
+    ports: dict[str, int] = {}
+    ends: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for name, srv in systems:
+        try:
+            ds = ensure_dataset(srv, mib=ctx.data_mib, value_size=ctx.value_size,
+                                batch_records=ctx.batch_records, log=ctx.log)
+            with wire.Conn(HOST, srv.port) as c:
+                v = c.version(wire.FETCH, ctx.fetch_version)
+            datasets[name], versions[name], ports[name] = ds, v, srv.port
+            ends[name] = ds.end_offset
+            templates[name] = wire.FetchTemplate(v, ds.topic, ds.topic_id, PARTITION_MAX_BYTES)
+        except Exception as e:  # a broken system must not kill the whole run
+            errors[name] = f"{type(e).__name__}: {e}"
+            ctx.log(f"  [{name}] raw consume setup failed: {errors[name]}")
+    if not datasets and "ceiling" not in ctx.systems:
+        return dict(name=NAME, error="no system available", errors=errors)
+
+    # the ceiling uses the same dataset shape and the highest Fetch version of the brokers
+    ceiling = None
+    if "ceiling" in ctx.systems:
+        ref = next(iter(datasets.values()), None)
+        if ref is None:
+            from bench.dataset import Dataset as _D
+            batch = wire.build_batch(ctx.batch_records, wire.record_value(ctx.value_size))
+            recs = (ctx.data_mib * (1 << 20) // ctx.value_size) // ctx.batch_records \
+                * ctx.batch_records
+            ref = _D("bench-data", None, recs, 0, ctx.batch_records, len(batch), ctx.value_size,
+                     recs, 0.0)
+        cv = ctx.fetch_version or (max(versions.values()) if versions else 12)
+        ceiling = ceiling_server(ref, cv)
+        ceiling.start()
+        datasets["ceiling"], versions["ceiling"], ports["ceiling"] = ref, cv, ceiling.port
+        ends["ceiling"] = ceiling.info["end_offset"]
+        templates["ceiling"] = wire.FetchTemplate(cv, ref.topic, ref.topic_id,
+                                                  PARTITION_MAX_BYTES)
+    runs: dict[str, list[dict]] = {n: [] for n in templates}
+    order = list(templates)
+    try:
+        for name in order:  # warm-up pass (page cache, allocator, JIT-less but still)
+            consume_range(ports[name], templates[name], 0, min(ends[name], 8192))
+        for rep in range(ctx.repeats):
+            for name in rotated(order, rep):
+                try:
+                    res = consume_range(ports[name], templates[name], 0, ends[name],
+                                        time_box=ctx.options.get("raw_time_box"))
+                except Exception as e:
+                    errors[name] = f"{type(e).__name__}: {e}"
+                    ctx.log(f"  [{name}] raw consume failed: {errors[name]}")
+                    continue
+                runs[name].append(res)
+                ctx.log(f"  raw consume rep {rep + 1}/{ctx.repeats} {name:8s} "
+                        f"{res['mb_s']:8.1f} MB/s  ({res['bytes'] / 1e6:.0f} MB in "
+                        f"{res['seconds']:.2f}s, {res['fetches']} fetches"
+                        f"{'' if res['complete'] else ', time-boxed'})")
+    finally:
+        if ceiling is not None:
+            ceiling.stop()
+    med = {n: median([r["mb_s"] for r in rs]) for n, rs in runs.items()}
+    ratios = {}
+    for n in med:
+        if n != "ceiling":
+            ratios[f"{n}/ceiling"] = ratio(med[n], med.get("ceiling"))
+    if "kraftd" in med and "tansu" in med:
+        ratios["kraftd/tansu"] = ratio(med["kraftd"], med["tansu"])
+    return dict(name=NAME, fetch_versions=versions, medians_mb_s=med, runs=runs,
+                ratios=ratios, errors=errors,
+                datasets={n: d.as_dict() for n, d in datasets.items()},
+                target={"kraftd/ceiling": TARGET_VS_CEILING},
+                verdict={"kraftd/ceiling >= 0.6": verdict(ratios.get("kraftd/ceiling"),
+                                                          TARGET_VS_CEILING)})
+
+
+def report(res: dict) -> str:
+    if res.get("error"):
+        return f"{TITLE}\n  skipped: {res['error']}"
+    med = res["medians_mb_s"]
+    ceil = med.get("ceiling")
+    rows = []
+    for n, rs in res["runs"].items():
+        vals = [r["mb_s"] for r in rs]
+        rows.append([n, f"v{res['fetch_versions'][n]}", fmt(med[n]),
+                     fmt(min(vals)) if vals else "-", fmt(max(vals)) if vals else "-",
+                     str(len(vals)), fmt_ratio(ratio(med[n], ceil)) if n != "ceiling" else ""])
+    out = [TITLE, table(["system", "fetch", "median MB/s", "min", "max", "runs", "vs ceiling"],
+                        rows)]
+    r = res["ratios"].get("kraftd/ceiling")
+    out.append(f"  target kraftd >= {TARGET_VS_CEILING}x ceiling: {fmt_ratio(r)} -> "
+               f"{verdict(r, TARGET_VS_CEILING)}")
+    if "kraftd/tansu" in res["ratios"]:
+        out.append(f"  kraftd/tansu: {fmt_ratio(res['ratios']['kraftd/tansu'])} (info)")
+    for n, e in res.get("errors", {}).items():
+        out.append(f"  {n}: ERROR {e}")
+    return "\n".join(out)
