@@ -21,6 +21,7 @@ log = structlog.get_logger("kraftd.broker")
 
 # Poll the node at least this often even if it reports no deadline (cheap safety net).
 POLL_MAX_INTERVAL_S = 0.1
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 
@@ -117,6 +118,8 @@ class Broker:
             slot = ResponseSlot(conn, api)
             self._parked[outcome.token] = (slot, header)
             self._batch_parked = True
+            if key == PRODUCE_KEY:  # waiting for durability: fsync now, not at the next tick
+                self._flush_wakeup.set()
             return slot
         if type(outcome) is NoResponse:
             return None
@@ -126,9 +129,8 @@ class Broker:
         """After a data_received's requests: let the node react (e.g. a produce satisfying a
         parked fetch), and start a group commit if something is now waiting."""
         self._deliver(self._poll_node())
-        if self._batch_parked:
+        if self._batch_parked:  # a parked request may have brought the next deadline closer
             self._batch_parked = False
-            self._flush_wakeup.set()
             self._arm_timer()
 
     # -- responses -------------------------------------------------------------------------
@@ -212,7 +214,7 @@ class Broker:
 
     # -- group commit ----------------------------------------------------------------------
     async def _flush_loop(self) -> None:
-        """Fsync every flush_interval_ms, or at once when a request is waiting for durability.
+        """Fsync every flush_interval_ms, or at once when a produce is waiting for durability.
         A flush covers every append made before it started, so requests parked while one
         is running are covered by the next: that is the group commit."""
         while True:

@@ -229,3 +229,13 @@ async def test_shutdown_grace_is_bounded(server, monkeypatch):
     await srv.shutdown()
     assert time.monotonic() - started < 2
     assert await c.closed_by_server()
+
+
+async def test_parked_fetch_does_not_force_an_fsync(server):
+    srv = await server(flush_interval_ms=10_000)
+    c = await client(srv)
+    await c.request(0, 9, produce(acks=1))
+    c.send(1, 12, fetch(max_wait_ms=100))
+    await c.recv()
+    assert srv.node.log.flush_calls == 0  # only acks=-1 produces make the flusher hurry
+    c.close()
