@@ -18,6 +18,7 @@ from .outcomes import Completion, Outcome
 from .partition import Partition, PartitionKey
 from .producer_ids import ProducerIdAllocator
 from .purgatory import Purgatory
+from .snapshots.partition_snapshots import PartitionSnapshots, SnapshotJob
 from .topic_config import TopicConfig
 from .topics import Topic, TopicRegistry
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 class Node:
     def __init__(self, config: NodeConfig, *, catalog, quorum_store, producer_id_store, open_log,
-                 new_session_id=None) -> None:
+                 open_snapshot_store=None, new_session_id=None, clock=None) -> None:
         self.config = config
         self._catalog = catalog
         self._leadership = Leadership(quorum_store, config.node_id)
@@ -35,6 +36,10 @@ class Node:
         self._completions: list[Completion] = []
         self._next_retention_ms = 0
         self._now_ms = 0  # the time of the call being handled (topics created mid-request need it)
+        self._open_snapshot_store = open_snapshot_store
+        self._clock = clock  # a monotonic seconds clock, only to report how long loading took
+        self.snapshots: dict[PartitionKey, PartitionSnapshots] = {}
+        self._snapshot_jobs_due: set[PartitionKey] = set()
         self.topics = TopicRegistry(config, catalog, open_log, self._make_partition)
         producer_ids = ProducerIdAllocator(producer_id_store)
         # Session ids come from a CSPRNG (KIP-227: unguessable); simulations inject a seeded source.
@@ -48,9 +53,10 @@ class Node:
         )
 
     @classmethod
-    def open(cls, config: NodeConfig, now_ms: int) -> "Node":
+    def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
         """File-backed node: recover every log, then lead at a new epoch. Blocking."""
         from kraftd.storage import FileLog, QuorumStateStore, TopicCatalog
+        from kraftd.storage.snapshots import SnapshotStore
 
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +66,9 @@ class Node:
                            index_interval_bytes=config.index_interval_bytes)
 
         node = cls(config, catalog=TopicCatalog(data_dir), quorum_store=QuorumStateStore(data_dir / "quorum-state"),
-                   producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log)
+                   producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
+                   open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),
+                   clock=clock)
         node.start(now_ms)
         return node
 
@@ -84,11 +92,26 @@ class Node:
 
     def _make_partition(self, topic, index, topic_id, partition_log, config) -> Partition:
         partition = Partition(topic=topic, index=index, topic_id=topic_id, log=partition_log, config=config,
-                              leader_epoch=self._leadership.epoch,
+                              leader_epoch=self._leadership.epoch, leader_id=self.config.node_id,
                               hw_follows_flush=self.config.fsync_policy != "never")
+        if config.is_snapshot_policy:
+            self._attach_snapshots(partition)
         # Whatever survived recovery is on disk now; on a single node it is committed.
         partition.high_watermark = partition_log.log_end_offset
         return partition
+
+    def _attach_snapshots(self, partition: Partition) -> None:
+        """Startup invariants, then the state from the latest snapshot (the tail comes later)."""
+        snapshots = PartitionSnapshots(partition, self._open_snapshot_store(partition.topic, partition.index))
+        started = self._clock() if self._clock else None
+        for name in snapshots.recover():
+            log.info("removed leftover snapshot file %s", name)
+        snapshots.load()
+        snapshots.machine.catch_up(partition.log, partition.log.log_end_offset)
+        if started is not None:
+            snapshots.load_ms = (self._clock() - started) * 1000.0
+        partition.snapshots = snapshots
+        self.snapshots[partition.key] = snapshots
 
     def _begin_epoch(self, partition: Partition, now_ms: int) -> None:
         partition.log.append_as_leader(self._leadership.leader_change_batch(now_ms), self._leadership.epoch,
@@ -118,8 +141,57 @@ class Node:
             self._dirty.update(ctx.appended)
             ctx.appended.clear()
         if ctx.hw_changed:
-            self._completions += self._purgatory.notify(ctx.hw_changed, now_ms)
+            self._hw_moved(ctx.hw_changed, now_ms)
             ctx.hw_changed.clear()
+
+    def _hw_moved(self, keys, now_ms: int) -> None:
+        self._completions += self._purgatory.notify(keys, now_ms)
+        for key in keys:
+            snapshots = self.snapshots.get(key)
+            if snapshots is not None:
+                snapshots.catch_up()
+                if snapshots.due():
+                    self._snapshot_jobs_due.add(key)
+
+    # -- snapshots (KIP-630): the shell runs job.run() in a worker thread ------------------
+
+    def snapshot_jobs(self) -> list[SnapshotJob]:
+        jobs = []
+        for key in sorted(self._snapshot_jobs_due):
+            snapshots = self.snapshots.get(key)
+            if snapshots is not None and snapshots.due():
+                jobs.append(snapshots.start_job())
+        self._snapshot_jobs_due.clear()
+        return jobs
+
+    def on_snapshot_done(self, job: SnapshotJob, now_ms: int, error: BaseException | None = None) -> None:
+        self._now_ms = now_ms
+        snapshots = self.snapshots.get(job.key)
+        if snapshots is None:
+            return
+        snapshots.finish(job, error)
+        if error is not None:
+            log.error("snapshot %s of %s-%s failed: %s", job.snapshot_id, *job.key, error)
+        elif snapshots.due():
+            self._snapshot_jobs_due.add(job.key)
+
+    def request_snapshot(self, topic: str, index: int) -> bool:
+        """`kraftd snapshot create`: snapshot now if anything is newer than the latest one."""
+        snapshots = self.snapshots.get((topic, index))
+        if snapshots is None:
+            return False
+        snapshots.requested = True
+        self._snapshot_jobs_due.add((topic, index))
+        return True
+
+    def snapshot_stats(self) -> list[dict]:
+        out = []
+        for (topic, index), snapshots in self.snapshots.items():
+            latest = snapshots.latest
+            out.append({"topic": topic, "partition": index, "lag": snapshots.lag(),
+                        "size_bytes": snapshots.store.size(latest) if latest else 0,
+                        "latest": latest, "load_ms": snapshots.load_ms})
+        return out
 
     def poll(self, now_ms: int) -> list[Completion]:
         self._now_ms = now_ms
@@ -144,7 +216,7 @@ class Node:
     def on_flushed(self, key: PartitionKey, flushed_offset: int, now_ms: int) -> list[Completion]:
         partition = self.topics.partition(*key)
         if partition is not None and partition.after_flush(flushed_offset):
-            self._completions += self._purgatory.notify([key], now_ms)
+            self._hw_moved([key], now_ms)
         done, self._completions = self._completions, []
         return done
 

@@ -20,6 +20,9 @@ class Partition:
     high_watermark: int = 0
     # When fsync is off, the HW follows the log end at once; otherwise only durable data counts.
     hw_follows_flush: bool = True
+    leader_id: int = -1
+    # KIP-630 state and snapshots, for cleanup.policy=snapshot topics only.
+    snapshots: object = None
     # Fetch sessions caching this partition, with their slot for it (KIP-227 dirty marking).
     watchers: dict = field(default_factory=dict)
 

@@ -70,6 +70,10 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
             and fetch.last_fetched_epoch > fetch.current_leader_epoch):
         return _error(fetch, ErrorCode.INVALID_REQUEST), 0, True
     log = partition.log
+    if partition.snapshots is not None:
+        snapshot_id = partition.snapshots.snapshot_for_fetch(fetch.fetch_offset, fetch.last_fetched_epoch)
+        if snapshot_id is not None:
+            return _snapshot_needed(fetch, partition, limits, snapshot_id), 0, True
     if limits.version >= 12 and fetch.last_fetched_epoch >= 0:
         diverging = _diverging_epoch(log, fetch)
         if diverging is not None:
@@ -84,6 +88,20 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
     # Like Kafka, one partition's data comes from a single segment.
     records = result.regions[0] if result.regions else EMPTY
     return _data(fetch, partition, limits, records), len(records), False
+
+
+def _snapshot_needed(fetch, partition, limits: FetchLimits, snapshot_id):
+    """KIP-630: point the fetcher at the latest snapshot. Consumers also get OFFSET_OUT_OF_RANGE
+    (they cannot load snapshots, and this makes them reset per their policy)."""
+    if limits.is_consumer:
+        data = _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE)
+        data.log_start_offset = partition.log_start_offset
+        data.high_watermark = partition.high_watermark
+    else:
+        data = _data(fetch, partition, limits, EMPTY)
+    if limits.version >= 12:
+        data.snapshot_id = FetchResponse.SnapshotId(end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch)
+    return data
 
 
 def _diverging_epoch(log, fetch: PartitionFetch):
