@@ -270,11 +270,15 @@ class FileLog(PartitionLog):
             self.truncate_fully_and_start_at(offset)
             return
         i = bisect.bisect_right(self._bases, offset) - 1
+        pos, h = self._segments[i].lookup(offset)
+        if h is not None and h.base_offset <= self._log_start:
+            # The batch holding `offset` starts below the log start: nothing visible remains.
+            self.truncate_fully_and_start_at(self._log_start)
+            return
         for seg in self._segments[i + 1:]:
             seg.delete()
         del self._segments[i + 1:], self._bases[i + 1:]
         old = self._segments[i]
-        pos, h = old.lookup(offset)
         # A sealed file may be mapped: never ftruncate it. The active one is never mapped, but
         # in-flight regions may still point into it, so it gets the same copy-and-rename.
         seg = old.copy_prefix(pos, use_mmap=self.use_mmap)

@@ -219,6 +219,8 @@ class MemoryLog(PartitionLog):
             self.truncate_fully_and_start_at(offset)
             return
         self._truncate(offset)
+        if self._leo <= self._log_start:  # the batch holding `offset` started below log start
+            self.truncate_fully_and_start_at(self._log_start)
 
     def _truncate(self, offset: int) -> None:
         while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
