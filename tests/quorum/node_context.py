@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
@@ -47,17 +48,18 @@ class NodeTestContext:
         return NodeTestContext(node, self.config, self.now_ms)
 
     # -- requests ------------------------------------------------------------------------
-    def deliver(self, request, version: int, api_key: int | None = None):
+    def deliver(self, request, version: int, api_key: int | None = None, *, client_id: str = "test",
+                peer: str = "127.0.0.1:50000"):
         self._correlation += 1
         key = api_key if api_key is not None else _API_OF[type(request).__name__]
         header = m.RequestHeader(request_api_key=key, request_api_version=version,
-                                 correlation_id=self._correlation, client_id="test")
-        outcome = self.node.handle(header, request, self.now_ms, "127.0.0.1")
+                                 correlation_id=self._correlation, client_id=client_id)
+        outcome = self.node.handle(header, request, self.now_ms, peer)
         self._collect(self.node.poll(self.now_ms))
         return outcome
 
-    def respond(self, request, version: int):
-        outcome = self.deliver(request, version)
+    def respond(self, request, version: int, **kw):
+        outcome = self.deliver(request, version, **kw)
         assert isinstance(outcome, Respond), f"expected an immediate response, got {outcome}"
         return outcome.response
 
@@ -91,6 +93,47 @@ class NodeTestContext:
         response = self.respond(self.fetch_request(topic, partition, offset, version=version, **kw), version)
         return response.responses[0].partitions[0]
 
+    def session_fetch_request(self, positions: dict, *, session_id: int = 0, session_epoch: int = -1,
+                              forgotten=(), version: int = 12, replica_id: int = -1, max_wait_ms: int = 0,
+                              min_bytes: int = 1, max_bytes: int = 50 << 20, partition_max_bytes: int = 1 << 20,
+                              current_leader_epoch: int = -1, last_fetched_epoch: int = -1):
+        """A Fetch naming `positions` ({(topic, partition): offset}, in order) and forgetting
+        `forgotten` ([(topic, partition)]), with explicit KIP-227 session metadata."""
+        topics: list = []
+        for (topic, partition), offset in positions.items():
+            if not topics or topics[-1].topic != topic:
+                topics.append(m.FetchRequest.FetchTopic(topic=topic, topic_id=self._topic_id(topic), partitions=[]))
+            topics[-1].partitions.append(m.FetchRequest.FetchPartition(
+                partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=last_fetched_epoch, log_start_offset=-1, partition_max_bytes=partition_max_bytes))
+        gone: dict = {}
+        for topic, partition in forgotten:
+            gone.setdefault(topic, []).append(partition)
+        forgotten_data = [m.FetchRequest.ForgottenTopic(topic=t, topic_id=self._topic_id(t), partitions=ps)
+                          for t, ps in gone.items()]
+        return m.FetchRequest(replica_id=replica_id, replica_state=m.FetchRequest.ReplicaState(replica_id=replica_id),
+                              max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
+                              session_id=session_id, session_epoch=session_epoch, topics=topics,
+                              forgotten_topics_data=forgotten_data)
+
+    def session_fetch(self, positions: dict, *, version: int = 12, client_id: str = "test",
+                      peer: str = "127.0.0.1:50000", **kw):
+        """One immediate Fetch response (see session_fetch_request)."""
+        request = self.session_fetch_request(positions, version=version, **kw)
+        return self.respond(request, version, client_id=client_id, peer=peer)
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        request = m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            m.ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[m.ListOffsetsRequest.ListOffsetsPartition(
+                partition_index=partition, current_leader_epoch=-1, timestamp=-2)])])
+        out = self.respond(request, 7).topics[0].partitions[0]
+        assert out.error_code == 0, out
+        return out.offset
+
+    def _topic_id(self, topic: str):
+        known = self.node.topics.get(topic)
+        return known.topic_id if known is not None else uuid.UUID(int=0)
+
     def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, version: int = 7):
         request = m.CreateTopicsRequest(timeout_ms=1000, validate_only=False, topics=[
             m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
@@ -104,10 +147,16 @@ class NodeTestContextBuilder:
     def __init__(self, data_dir) -> None:
         self._config = NodeConfig(data_dir=str(data_dir), fsync_policy="acks_all")
         self._topics: list[tuple[str, int, dict]] = []
+        self._session_ids = None
         self._now = START_MS
 
     def with_config(self, **overrides) -> "NodeTestContextBuilder":
         self._config = dataclasses.replace(self._config, **overrides)
+        return self
+
+    def with_session_ids(self, ids) -> "NodeTestContextBuilder":
+        """Fetch session ids from `ids` instead of the CSPRNG (deterministic tests)."""
+        self._session_ids = iter(ids)
         return self
 
     def with_topic(self, name: str, partitions: int = 1, configs: dict | None = None) -> "NodeTestContextBuilder":
@@ -116,6 +165,8 @@ class NodeTestContextBuilder:
 
     def build(self) -> NodeTestContext:
         ctx = NodeTestContext(Node.open(self._config, self._now), self._config, self._now)
+        if self._session_ids is not None:
+            ctx.node.fetch_sessions._new_id = self._session_ids.__next__
         for name, partitions, configs in self._topics:
             assert ctx.create_topic(name, partitions, configs).error_code == 0
         ctx.flush()
@@ -147,6 +198,125 @@ def values_in(partition_data, from_offset: int = 0) -> list[bytes]:
     return out
 
 
+MAX_SESSION_EPOCH = 0x7FFFFFFF
+
+
+class FetchClient:
+    """A consumer's fetcher over a NodeTestContext, tracking its session like Kafka's
+    FetchSessionHandler.
+
+    With `use_sessions` it keeps (session id, next epoch); a full fetch is (0, 0) or (id, 0); an
+    incremental fetch names only partitions whose position changed since the server last heard of
+    them and forgets unsubscribed ones. FETCH_SESSION_ID_NOT_FOUND → (0, 0) next; any other
+    top-level error → (id, 0) (close and reopen). An incremental answer with session id 0 means
+    the session ended. Without sessions every fetch is (0, -1) with every subscribed partition.
+
+    Either way it accumulates `records[tp]` as [(offset, value)], advances its position past
+    every returned batch (control batches included), resets to the earliest offset after
+    OFFSET_OUT_OF_RANGE, and remembers the last high watermark / log start it was told.
+    """
+
+    def __init__(self, ctx: "NodeTestContext", *, client_id: str, use_sessions: bool = True, version: int = 12,
+                 max_bytes: int = 50 << 20, partition_max_bytes: int = 1 << 20, replica_id: int = -1,
+                 peer: str = "127.0.0.1:50000") -> None:
+        self.ctx = ctx
+        self.client_id, self.peer = client_id, peer
+        self.use_sessions, self.version, self.replica_id = use_sessions, version, replica_id
+        self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
+        self.positions: dict = {}
+        self.records: dict = {}
+        self.high_watermark: dict = {}
+        self.log_start: dict = {}
+        self.session_id, self.epoch = 0, (0 if use_sessions else -1)
+        self.session_partitions: dict = {}  # what the server's session knows: tp -> offset
+        self.top_errors: list[int] = []
+        self.last_response = None
+
+    # -- subscription --------------------------------------------------------------------
+    def subscribe(self, topic: str, partition: int, offset: int = 0) -> None:
+        tp = (topic, partition)
+        self.positions.setdefault(tp, offset)
+        self.records.setdefault(tp, [])
+
+    def unsubscribe(self, topic: str, partition: int) -> None:
+        self.positions.pop((topic, partition), None)
+
+    # -- one fetch -----------------------------------------------------------------------
+    def request(self, **kw):
+        full = self.epoch in (0, -1)
+        if full:
+            wanted, forgotten = dict(self.positions), []
+        else:
+            wanted = {tp: pos for tp, pos in self.positions.items() if self.session_partitions.get(tp) != pos}
+            forgotten = [tp for tp in self.session_partitions if tp not in self.positions]
+        self.session_partitions = dict(self.positions)
+        request = self.ctx.session_fetch_request(
+            wanted, session_id=self.session_id, session_epoch=self.epoch, forgotten=forgotten, version=self.version,
+            replica_id=self.replica_id, max_bytes=self.max_bytes, partition_max_bytes=self.partition_max_bytes, **kw)
+        return request, full
+
+    def poll(self, **kw):
+        """Send one fetch and take in its (immediate) response."""
+        request, full = self.request(**kw)
+        response = self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer)
+        self.handle(response, full)
+        return response
+
+    def lose_response(self) -> None:
+        """The request reaches the server but the answer is lost on the way back."""
+        request, _ = self.request()
+        self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer)
+
+    def handle(self, response, full: bool) -> None:
+        self.last_response = response
+        if response.error_code:
+            self.top_errors.append(response.error_code)
+            assert response.responses == [] and response.session_id == 0, response
+            if response.error_code == 70:  # FETCH_SESSION_ID_NOT_FOUND
+                self.session_id, self.epoch = 0, 0
+            else:
+                self.epoch = 0
+            self.session_partitions = {}
+            return
+        if self.use_sessions:
+            if response.session_id == 0:
+                self.session_id, self.epoch = 0, 0
+                self.session_partitions = {}
+            elif full:
+                self.session_id, self.epoch = response.session_id, 1
+            else:
+                assert response.session_id == self.session_id, (response.session_id, self.session_id)
+                self.epoch = 1 if self.epoch >= MAX_SESSION_EPOCH else self.epoch + 1
+        for topic in response.responses:
+            name = topic.topic
+            if self.version >= 13:
+                name = self.ctx.node.topics.get_by_id(topic.topic_id).name
+            for data in topic.partitions:
+                self._take((name, data.partition_index), data)
+
+    def _take(self, tp, data) -> None:
+        if tp not in self.positions:
+            return
+        if data.error_code == 1:  # OFFSET_OUT_OF_RANGE: start again from the earliest offset
+            self.positions[tp] = self.ctx.earliest_offset(*tp)
+            return
+        if data.error_code:
+            return
+        self.high_watermark[tp] = data.high_watermark
+        self.log_start[tp] = data.log_start_offset
+        from kraftd.protocol.records import iter_batch_headers
+
+        raw = data.records.view() if hasattr(data.records, "view") else data.records
+        buf = bytes(raw or b"")
+        for pos, header in iter_batch_headers(buf):
+            if header.last_offset < self.positions[tp]:
+                continue
+            if not header.is_control:
+                self.records[tp] += [(r.offset, bytes(r.value)) for r in decode_records(buf[pos:pos + header.size], header)
+                                     if r.offset >= self.positions[tp]]
+            self.positions[tp] = header.last_offset + 1
+
+
 _API_OF = {
     "ProduceRequest": api.PRODUCE, "FetchRequest": api.FETCH, "ListOffsetsRequest": api.LIST_OFFSETS,
     "MetadataRequest": api.METADATA, "ApiVersionsRequest": api.API_VERSIONS, "CreateTopicsRequest": api.CREATE_TOPICS,
@@ -154,4 +324,4 @@ _API_OF = {
     "DeleteRecordsRequest": api.DELETE_RECORDS,
 }
 
-__all__ = ["NodeTestContext", "batch_of", "values_in", "NoResponse", "Park", "Respond", "START_MS"]
+__all__ = ["FetchClient", "NodeTestContext", "batch_of", "values_in", "NoResponse", "Park", "Respond", "START_MS"]
