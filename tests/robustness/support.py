@@ -239,3 +239,80 @@ def wait_until(pred, timeout: float, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return pred()
+
+
+# -- probing with raw bytes -------------------------------------------------------------------
+SENTINEL_CID = 0x5EED
+
+
+def sentinel_frame(cid: int = SENTINEL_CID) -> bytes:
+    return encode(18, 3, m.ApiVersionsRequest(client_software_name="robust",
+                                             client_software_version="1"), cid)
+
+
+def split_frames(data: bytes, max_bytes: int) -> tuple[str, list[bytes]]:
+    """What the server's framing makes of `data`: ("close", frames before a bad size),
+    ("wait", complete frames before an incomplete one) or ("complete", frames)."""
+    frames = []
+    pos = 0
+    while len(data) - pos >= 4:
+        size, = struct.unpack_from(">i", data, pos)
+        if not 0 <= size <= max_bytes:
+            return "close", frames
+        if len(data) - pos - 4 < size:
+            return "wait", frames
+        frames.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return ("complete" if pos == len(data) else "wait"), frames
+
+
+class Probe:
+    """Outcome of sending bytes followed by a well-formed ApiVersions 'sentinel'."""
+
+    def __init__(self, closed: bool, cids: list[int], frames: list[bytes],
+                 waiting: bool = False) -> None:
+        self.closed = closed        # the server closed the connection (before the sentinel)
+        self.cids = cids            # correlation ids of the responses received before it
+        self.frames = frames
+        self.waiting = waiting      # the sentinel was swallowed by an incomplete frame
+
+    def __repr__(self) -> str:
+        return f"Probe(closed={self.closed}, waiting={self.waiting}, cids={self.cids})"
+
+
+def probe(port: int, payload: bytes, timeout: float = 5.0, sock: socket.socket | None = None,
+          max_bytes: int | None = None) -> Probe:
+    """Send `payload` + a sentinel request; read until the sentinel's answer or EOF.
+
+    With `max_bytes` (the server's socket_request_max_bytes) a payload whose framing leaves
+    the server legitimately waiting for more bytes is detected up front: then we only read
+    for a short moment (responses to the complete frames, or a close)."""
+    own = sock is None
+    if own:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    data = payload + sentinel_frame()
+    waiting = max_bytes is not None and split_frames(data, max_bytes)[0] == "wait"
+    sock.settimeout(0.05 if waiting else timeout)
+    cids, frames = [], []
+    try:
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            return Probe(True, cids, frames)
+        while True:
+            try:
+                frame = recv_frame(sock)
+            except (ConnectionClosed, ConnectionResetError, BrokenPipeError):
+                return Probe(True, cids, frames)
+            except socket.timeout:
+                if waiting:
+                    return Probe(False, cids, frames, waiting=True)
+                raise
+            cid, = struct.unpack_from(">i", frame, 0)
+            if cid == SENTINEL_CID:
+                return Probe(False, cids, frames)
+            cids.append(cid)
+            frames.append(frame)
+    finally:
+        if own:
+            sock.close()
