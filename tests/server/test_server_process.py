@@ -101,3 +101,16 @@ def test_real_kraftd_process_serves_and_stops_cleanly(tmp_path):
     assert api_versions_round_trip(port) == 0
     code, out = stop(proc)
     assert code == 0, out
+
+
+def test_port_in_use_fails_at_start_with_exit_1(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [PYTHON, str(HERE / "fake_serve.py"), "--listen", f"127.0.0.1:{port}",
+             "--metrics-listen", "127.0.0.1:0", "--data-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert "kraftd failed" in proc.stderr and "address already in use" in proc.stderr.lower()
