@@ -114,3 +114,46 @@ def test_port_in_use_fails_at_start_with_exit_1(tmp_path):
             capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert "kraftd failed" in proc.stderr and "address already in use" in proc.stderr.lower()
+
+
+@pytest.mark.skipif(not _real_node_available(), reason="storage/quorum not landed yet")
+def test_real_node_acks_all_produce_is_fsynced_and_visible_in_metrics(tmp_path):
+    import asyncio
+
+    from kraftd.protocol import messages as m
+    from kraftd.protocol.records import build_batch
+    from prometheus_client.parser import text_string_to_metric_families
+    from server_client import TestClient
+
+    proc, port, metrics_port, _ = start(["-m", "kraftd", "serve"], tmp_path)
+
+    async def produce_some() -> list[int]:
+        c = await TestClient.connect("127.0.0.1", port)
+        await c.request(3, 12, m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name="shell")],
+            allow_auto_topic_creation=True))
+        for i in range(5):
+            batch = build_batch([(None, b"v%d" % i, [], 1_700_000_000_000)])
+            c.send(0, 9, m.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                m.ProduceRequest.TopicProduceData(name="shell", partition_data=[
+                    m.ProduceRequest.PartitionProduceData(index=0, records=batch)])]))
+        out = []
+        for _ in range(5):
+            _, body = await c.recv()
+            p = body.responses[0].partition_responses[0]
+            assert p.error_code == 0, p
+            out.append(p.base_offset)
+        c.close()
+        return out
+
+    try:
+        offsets = asyncio.run(produce_some())
+        assert offsets == sorted(offsets) and len(set(offsets)) == 5
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read()
+        gauges = {(s.name, s.labels.get("topic")): s.value
+                  for f in text_string_to_metric_families(text.decode()) for s in f.samples}
+        # acks=-1 was answered after fsync, so the high watermark covers all five.
+        assert gauges[("kraftd_high_watermark", "shell")] >= offsets[-1] + 1
+    finally:
+        code, out = stop(proc)
+    assert code == 0, out
