@@ -25,6 +25,15 @@ class SessionlessContext:
     def __init__(self, fetches: list) -> None:
         self.fetches = fetches
 
+    def has_partitions(self) -> bool:
+        return bool(self.fetches)
+
+    def watch_keys(self) -> list:
+        return [f.partition.key for f in self.fetches if f.partition is not None]
+
+    def refresh(self) -> None:
+        """Before a parked fetch reads again: the partitions asked for do not change."""
+
     def response(self, results: list, build) -> FetchResponse:
         return build(self.fetches, results, 0)
 
@@ -48,21 +57,45 @@ class FullContext(SessionlessContext):
                                      uses_topic_ids=self._uses_topic_ids, size=len(self.fetches))
         if session is None:
             return build(self.fetches, results, 0)
-        for fetch, data in zip(self.fetches, results):
+        for fetch in self.fetches:
             fetch.slot = session.upsert(fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition,
                                         fetch.fetch_offset, fetch.max_bytes, fetch.fetcher_log_start_offset,
                                         fetch.current_leader_epoch, fetch.last_fetched_epoch)
+        # Only once every partition has its place: those that returned records go to the end.
+        for fetch, data in zip(self.fetches, results):
             session.record_sent(fetch.slot, data)
             session.settle(fetch.slot, data, fetch.must_answer)
         return build(self.fetches, results, session.id)
 
 
 class IncrementalContext:
-    """Reads the session's active partitions; answers only those with something new."""
+    """Reads the session's active partitions; answers only those with something new.
 
-    def __init__(self, session: FetchSession, fetches: list) -> None:
+    A consumer reads only up to the high watermark, and every HW/log-start move marks the slot
+    (Partition.watchers), so only active slots need reading. A follower reads up to the log end,
+    and appends do not mark slots, so its sessions read every partition (as Kafka does)."""
+
+    def __init__(self, session: FetchSession, resolve_slot) -> None:
         self.session = session
-        self.fetches = fetches
+        self._resolve_slot = resolve_slot
+        self.fetches: list = []
+        self.refresh()
+
+    def has_partitions(self) -> bool:
+        # A session with nothing active still long-polls on all its partitions (Kafka parks on
+        # every partition of the session), rather than answering an empty response at once.
+        return len(self.session) > 0
+
+    def watch_keys(self) -> list:
+        session = self.session
+        return [p.key for p in (session.partition_at(slot) for slot in session.all_slots_in_order())
+                if p is not None]
+
+    def refresh(self) -> None:
+        """Re-pick the slots to read: while parked, more of them may have become active."""
+        session = self.session
+        slots = session.all_slots_in_order() if session.privileged else session.active_slots_in_order()
+        self.fetches = [self._resolve_slot(session, slot) for slot in slots]
 
     def response(self, results: list, build) -> FetchResponse:
         session = self.session
@@ -80,6 +113,9 @@ class ErrorContext:
     def __init__(self, error: ErrorCode) -> None:
         self.error = error
         self.fetches: list = []
+
+    def has_partitions(self) -> bool:
+        return False
 
     def response(self, results: list, build) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=self.error, session_id=0, responses=[])
@@ -105,10 +141,11 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
     session = cache.get(session_id)
     if session is None or session.principal != principal:
         return ErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-    if session.uses_topic_ids != uses_topic_ids:
-        return ErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+    # Kafka's order: the epoch first, then whether the request names topics the session's way.
     if epoch != session.epoch:
         return ErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    if session.uses_topic_ids != uses_topic_ids:
+        return ErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
     cache.touch(session, now_ms)
     for fetch in resolve_requested(request):
         session.upsert(fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition,
@@ -121,7 +158,7 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
         cache.close(session.id, principal)
         return SessionlessContext([])
     session.epoch = next_epoch(epoch)
-    return IncrementalContext(session, [resolve_slot(session, slot) for slot in session.active_slots_in_order()])
+    return IncrementalContext(session, resolve_slot)
 
 
 def forgotten_keys(request, version: int, topics):

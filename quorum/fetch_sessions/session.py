@@ -128,6 +128,9 @@ class FetchSession:
         slots = sorted(self._active, key=self._rank.__getitem__)
         return slots
 
+    def partition_at(self, slot: int):
+        return self._partition[slot]
+
     def fetch_state(self, slot: int) -> tuple:
         return (self._topic[slot], self._index[slot], self._partition[slot], self._fetch_offset[slot],
                 self._current_leader_epoch[slot], self._last_fetched_epoch[slot], self._max_bytes[slot],
@@ -137,6 +140,8 @@ class FetchSession:
     def must_send(self, slot: int, data, stop: bool) -> bool:
         """KIP-227: an incremental response carries a partition only if something changed."""
         return (stop or data.error_code != 0 or len(data.records or b"") > 0
+                or data.diverging_epoch.epoch != -1 or data.diverging_epoch.end_offset != -1
+                or data.snapshot_id.epoch != -1 or data.snapshot_id.end_offset != -1
                 or data.high_watermark != self._sent_hw[slot]
                 or data.last_stable_offset != self._sent_lso[slot]
                 or data.log_start_offset != self._sent_log_start[slot])

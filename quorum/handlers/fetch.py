@@ -33,7 +33,7 @@ def handle(ctx, header, request, now_ms, peer):
     if isinstance(context, ErrorContext):
         return Respond(context.response([], None))
     results, total, errors = read_partitions(context.fetches, limits)
-    if request.max_wait_ms == 0 or total >= request.min_bytes or errors or not context.fetches:
+    if request.max_wait_ms == 0 or total >= request.min_bytes or errors or not context.has_partitions():
         return Respond(context.response(results, _builder(version)))
     wait = min(request.max_wait_ms, ctx.config.fetch_max_wait_cap_ms)
     return Park(ctx.purgatory.park(DelayedFetch(context, limits, request.min_bytes, now_ms + wait)))
@@ -116,17 +116,21 @@ class DelayedFetch:
         self.limits = limits
         self.min_bytes = min_bytes
         self.deadline_ms = deadline_ms
+        # Fixed at park time: the purgatory unregisters exactly what it registered.
+        self._watch_keys = context.watch_keys()
 
     def watch_keys(self):
-        return [f.partition.key for f in self.context.fetches if f.partition is not None]
+        return self._watch_keys
 
     def try_complete(self, now_ms: int):
+        self.context.refresh()
         results, total, errors = read_partitions(self.context.fetches, self.limits)
         if total >= self.min_bytes or errors:
             return self.context.response(results, _builder(self.limits.version))
         return None
 
     def expire(self, now_ms: int):
+        self.context.refresh()
         results, _, _ = read_partitions(self.context.fetches, self.limits)
         return self.context.response(results, _builder(self.limits.version))
 
