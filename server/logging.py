@@ -1,4 +1,8 @@
-"""structlog setup: human-readable console lines or one JSON object per line, on stderr."""
+"""structlog setup: human-readable console lines or one JSON object per line, on stderr.
+
+Stdlib `logging` records (quorum/ and storage/ use it; so does asyncio) are rendered by the same
+processors, so `--log-format json` yields JSON for every line.
+"""
 from __future__ import annotations
 
 import logging
@@ -19,19 +23,21 @@ def configure_logging(log_format: str = "console", log_level: str = "info", stre
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
         extra = []
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            *extra,
-            renderer,
-        ],
+        processors=[*shared, *extra, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,  # tests reconfigure
     )
-    # asyncio and other stdlib loggers (e.g. "Task exception was never retrieved") go to the
-    # same stream so nothing is lost.
-    logging.basicConfig(stream=stream, level=max(level, logging.INFO),
-                        format="%(asctime)s [%(levelname)s] %(name)s: %(message)s", force=True)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, *extra],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
