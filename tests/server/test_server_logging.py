@@ -7,7 +7,19 @@ import logging
 
 import structlog
 
+import pytest
+
 from kraftd.server.logging import configure_logging
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
 
 
 def test_json_lines_for_structlog_and_stdlib():
