@@ -225,7 +225,8 @@ class Node:
             cfg = partition.config
             if cfg.cleanup_policy != "delete" or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
                 continue
-            partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes)
+            partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes,
+                                          max_offset=partition.high_watermark)
             partition.after_log_start_moved()
 
     def fetch_session_stats(self) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kraftd.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from kraftd.protocol.messages import ProduceResponse
 from kraftd.protocol.records import validate_batches
-from kraftd.storage.producer_state import ProducerStatus
+from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..outcomes import NoResponse, Park, Respond
 from ..topics import TopicError
@@ -102,7 +102,7 @@ def _sequence_check(state, headers):
     for header in headers:
         if header.producer_id < 0:
             continue
-        last_sequence = (header.base_sequence + header.last_offset_delta) % _SEQUENCE_SPACE
+        last_sequence = last_sequence_of(header.base_sequence, header.last_offset_delta)
         status, batch = state.check(header.producer_id, header.producer_epoch, header.base_sequence,
                                     last_sequence)
         if status is ProducerStatus.DUPLICATE:
@@ -113,7 +113,6 @@ def _sequence_check(state, headers):
     return duplicate_of
 
 
-_SEQUENCE_SPACE = 2**31
 _SEQUENCE_ERRORS = {
     ProducerStatus.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     ProducerStatus.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,

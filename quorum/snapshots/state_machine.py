@@ -46,10 +46,11 @@ class KeyValueStateMachine:
             if not result.regions:
                 break
             for region in result.regions:
-                applied += self._apply(region.view())
+                applied += self.apply_batches(region.view())
         return applied
 
-    def _apply(self, buf) -> int:
+    def apply_batches(self, buf) -> int:
+        """Apply the records of whole batches at or after applied_offset; control batches skip."""
         state, baseline, changed, recent = self.state, self.baseline, self.changed, self.recent
         start = self.applied_offset
         count = 0
