@@ -51,6 +51,7 @@ class Broker:
         self._flush_task: asyncio.Task | None = None
         self._fsync_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kraftd-fsync")
         self._batch_parked = False
+        self._stopping = False
         self.fatal: BaseException | None = None  # set when the broker cannot go on (fsync failed)
         self.on_fatal = lambda: None
         self._api_names: dict[int, str] = {}
@@ -71,15 +72,14 @@ class Broker:
             self._timer.cancel()
             self._timer = None
         if self._flush_task is not None:
-            self._flush_task.cancel()
-            try:
-                await self._flush_task
-            except asyncio.CancelledError:
-                pass
+            # Not cancel(): a flush running in a thread would race the final one below.
+            self._stopping = True
+            self._flush_wakeup.set()
+            await self._flush_task
             self._flush_task = None
         if self._fsync_policy != "never" and self.fatal is None:
             await self.flush_logs()
-        self._fsync_pool.shutdown(wait=True)
+        self._fsync_pool.shutdown(wait=False)
 
     # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
     def connection_made(self, conn: KafkaConnection) -> None:
@@ -223,8 +223,11 @@ class Broker:
             except TimeoutError:
                 pass
             self._flush_wakeup.clear()
-            await self.flush_logs()
-            if self.fatal is not None:
+            try:
+                await self.flush_logs()
+            except Exception:  # a bug in the core must not silently end durability
+                log.exception("group commit failed")
+            if self.fatal is not None or self._stopping:
                 return
 
     async def flush_logs(self) -> None:
