@@ -150,6 +150,7 @@ class GoodClient(threading.Thread):
         self.produced: list[tuple[int, bytes]] = []  # (offset, value) acknowledged
         self.rounds = 0
         self.max_latency = 0.0
+        self.slow: list[tuple[str, float]] = []  # (UTC time, seconds) of rounds over 0.5 s
 
     def run(self) -> None:
         try:
@@ -180,7 +181,10 @@ class GoodClient(threading.Thread):
                                        f"want {want}")
                     return
                 self.produced.extend((base + i, v) for i, v in enumerate(values))
-                self.max_latency = max(self.max_latency, time.monotonic() - t0)
+                took = time.monotonic() - t0
+                self.max_latency = max(self.max_latency, took)
+                if took > 0.5:
+                    self.slow.append((time.strftime("%H:%M:%S", time.gmtime()), round(took, 2)))
                 self.rounds += 1
                 if self.pause_s:
                     time.sleep(self.pause_s)
@@ -316,3 +320,26 @@ def probe(port: int, payload: bytes, timeout: float = 5.0, sock: socket.socket |
     finally:
         if own:
             sock.close()
+
+
+def failure_signatures(lines: list[str]) -> dict[str, int]:
+    """Distinct internal failures: 'event | last frame | exception line' -> count."""
+    out: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        if not any(ev in line for ev in _BAD_EVENTS) and not _TRACEBACK.search(line):
+            continue
+        if _TRACEBACK.search(line) and i > 0 and any(ev in lines[i - 1] for ev in _BAD_EVENTS):
+            continue  # the traceback of the event on the previous line: counted there
+        event = re.sub(r"^\S+\s+\S*\s*\[[^\]]*\]\s*", "", line).split("  ")[0].strip()
+        frame, exc = "", ""
+        for j in range(i + 1, min(i + 200, len(lines))):
+            nxt = lines[j]
+            if nxt.strip().startswith("File "):
+                frame = nxt.strip()
+            elif frame and nxt and not nxt.startswith(" ") and not nxt.startswith("Traceback"):
+                exc = nxt.strip()
+                break
+        exc = re.sub(r"\d+", "N", exc)
+        key = f"{event} | {frame} | {exc}"
+        out[key] = out.get(key, 0) + 1
+    return out
