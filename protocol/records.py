@@ -373,21 +373,37 @@ def _decode_payload(d: bytes, count: int, base_offset: int, base_ts: int,
 
 
 def _decode_headers(d: bytes, pos: int, i: int, base_offset: int):
-    z, pos = _uv(d, pos)
-    count = (z >> 1) ^ -(z & 1)
+    zz = _ZZ
+    b = d[pos]
+    if b < 0x80:
+        count = zz[b]
+        pos += 1
+    else:
+        z, pos = _uv(d, pos)
+        count = (z >> 1) ^ -(z & 1)
     if count < 0:
         raise _bad(f"record {i} has header count {count}", base_offset)
     headers = []
     for _ in range(count):
-        z, pos = _uv(d, pos)
-        n = (z >> 1) ^ -(z & 1)
+        b = d[pos]
+        if b < 0x80:
+            n = zz[b]
+            pos += 1
+        else:
+            z, pos = _uv(d, pos)
+            n = (z >> 1) ^ -(z & 1)
         if n < 0:
             raise InvalidRecordError(f"batch at offset {base_offset}: record {i} header key "
                                      f"length {n}")
         k = d[pos:pos + n].decode()
         pos += n
-        z, pos = _uv(d, pos)
-        n = (z >> 1) ^ -(z & 1)
+        b = d[pos]
+        if b < 0x80:
+            n = zz[b]
+            pos += 1
+        else:
+            z, pos = _uv(d, pos)
+            n = (z >> 1) ^ -(z & 1)
         if n >= 0:
             v = d[pos:pos + n]
             pos += n
@@ -395,9 +411,9 @@ def _decode_headers(d: bytes, pos: int, i: int, base_offset: int):
             v = None
         else:
             raise _bad(f"record {i} has header value length {n}", base_offset)
-        if pos > len(d):
-            raise IndexError
         headers.append((k, v))
+    if pos > len(d):  # a slice ran past the end
+        raise IndexError
     return headers, pos
 
 
