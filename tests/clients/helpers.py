@@ -3,7 +3,7 @@ and a tiny raw-protocol client for what the libraries do not expose (leader epoc
 
 Every wait is bounded by a deadline so a server bug fails a test instead of hanging the suite.
 A record is `Rec(key: bytes, value: bytes, headers: tuple[tuple[str, bytes], ...])`; consumers
-return `Got(offset, key, value, headers)` so tests can compare content, order and offsets.
+return `Got(offset, key, value, headers, timestamp)` so tests can compare content, order and offsets.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class Got(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple
+    timestamp: int | None = None
 
 
 class ClientTimeout(AssertionError):
@@ -117,7 +118,7 @@ def assert_same(got: list[Got], want: list[Rec], *, first_offset: int | None = N
     assert len(got) == len(want), f"got {len(got)} records, produced {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
         if (g.key, g.value, g.headers) != tuple(w):
-            raise AssertionError(f"record #{i} (offset {g.offset}) differs:\n got  {g[1:]!r:.300}\n"
+            raise AssertionError(f"record #{i} (offset {g.offset}) differs:\n got  {g[1:4]!r:.300}\n"
                                  f" want {tuple(w)!r:.300}")
     offsets = [g.offset for g in got]
     assert all(a < b for a, b in zip(offsets, offsets[1:])), "offsets not strictly increasing"
@@ -184,7 +185,7 @@ def kafka_python_consume(bootstrap: str, topic: str, n: int, *, partition: int =
             if now > deadline:
                 raise ClientTimeout(f"kafka-python consumer got {len(got)}/{n} records from {topic}")
             for recs in consumer.poll(timeout_ms=200, max_records=5000).values():
-                got.extend(Got(r.offset, r.key, r.value, _headers(r.headers)) for r in recs)
+                got.extend(Got(r.offset, r.key, r.value, _headers(r.headers), r.timestamp) for r in recs)
         return got
     finally:
         consumer.close()
@@ -253,7 +254,8 @@ def confluent_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0,
             for msg in consumer.consume(num_messages=1000, timeout=0.2):
                 err = msg.error()
                 if err is None:
-                    got.append(Got(msg.offset(), msg.key(), msg.value(), _headers(msg.headers())))
+                    got.append(Got(msg.offset(), msg.key(), msg.value(), _headers(msg.headers()),
+                                   msg.timestamp()[1]))
                 elif err.code() == KafkaError._PARTITION_EOF:
                     if len(got) >= n:
                         return got
@@ -303,7 +305,7 @@ def aiokafka_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0, 
             extra_until = None
             while extra_until is None or time.monotonic() < extra_until:
                 batch = await consumer.getmany(tp, timeout_ms=200, max_records=5000)
-                got.extend(Got(r.offset, r.key, r.value, _headers(r.headers))
+                got.extend(Got(r.offset, r.key, r.value, _headers(r.headers), r.timestamp)
                            for r in batch.get(tp, []))
                 if len(got) >= n and extra_until is None:
                     extra_until = time.monotonic() + linger
@@ -339,7 +341,7 @@ def kcat_produce(bootstrap: str, topic: str, records: list[Rec], *, codec: str =
 
 
 # Length-prefixed output: parsed by byte counts, so it is unambiguous for any key/value bytes.
-_KCAT_FORMAT = "%o %K %S %k%s %h\n"
+_KCAT_FORMAT = "%o %T %K %S %k%s %h\n"
 
 
 def kcat_consume(bootstrap: str, topic: str, *, partition: int = 0, start: int = 0,
@@ -356,11 +358,11 @@ def parse_kcat(out: bytes) -> list[Got]:
     got, pos = [], 0
     while pos < len(out):
         fields = []
-        for _ in range(3):
+        for _ in range(4):
             sp = out.index(b" ", pos)
             fields.append(int(out[pos:sp]))
             pos = sp + 1
-        offset, klen, vlen = fields
+        offset, timestamp, klen, vlen = fields
         key = None if klen < 0 else out[pos:pos + klen]
         pos += max(klen, 0)
         value = None if vlen < 0 else out[pos:pos + vlen]
@@ -371,7 +373,7 @@ def parse_kcat(out: bytes) -> list[Got]:
         pos = nl + 1
         headers = tuple((k.decode(), v) for k, _, v in (h.partition(b"=") for h in hs.split(b",")
                                                          if h)) if hs else ()
-        got.append(Got(offset, key, value, headers))
+        got.append(Got(offset, key, value, headers, timestamp))
     return got
 
 
