@@ -12,7 +12,7 @@ import sys
 
 from kraftd import __version__
 
-COMMANDS = ["serve", "dump-log"]
+COMMANDS = ["serve", "dump-log", "snapshot"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,175 @@
+"""Raw Kafka-protocol helpers for the snapshot wire tests (WireClient requests, bounded waits)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from kraftd.client import WireClient
+from kraftd.protocol import api
+from kraftd.protocol import messages as m
+from kraftd.protocol.records import build_batch
+from kraftd.storage.snapshots import SnapshotId, SnapshotReader, SnapshotStore
+
+SNAPSHOT_POLICY = {"cleanup.policy": "snapshot"}
+
+
+def create_topic(client: WireClient, name: str, partitions: int = 1, configs: dict | None = None) -> None:
+    request = m.CreateTopicsRequest(timeout_ms=10_000, topics=[m.CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+        configs=[m.CreateTopicsRequest.CreatableTopicConfig(name=k, value=str(v))
+                 for k, v in (configs or {}).items()])])
+    result = client.request(api.CREATE_TOPICS, 7, request).topics[0]
+    assert result.error_code == 0, (name, result.error_code, result.error_message)
+
+
+def produce(client: WireClient, topic: str, partition: int, batch: bytes, acks: int = -1):
+    request = m.ProduceRequest(transactional_id=None, acks=acks, timeout_ms=30_000, topic_data=[
+        m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            m.ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
+    out = client.request(api.PRODUCE, 9, request).responses[0].partition_responses[0]
+    assert out.error_code == 0, out
+    return out
+
+
+def put_many(client: WireClient, topic: str, partition: int, pairs, per_batch: int = 1000,
+             model: dict | None = None, timestamp: int | None = None) -> None:
+    """Produce (key, value|None) pairs in pre-built batches; apply them to `model`."""
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    pairs = list(pairs)
+    for i in range(0, len(pairs), per_batch):
+        chunk = pairs[i:i + per_batch]
+        produce(client, topic, partition, build_batch([(k, v, [], ts) for k, v in chunk]))
+    if model is not None:
+        for k, v in pairs:
+            if v is None:
+                model.pop(k, None)
+            else:
+                model[k] = v
+
+
+def random_updates(rng: random.Random, n: int, keys: int, delete_ratio: float = 0.1, value_size: int = 16):
+    for i in range(n):
+        key = b"key-%06d" % rng.randrange(keys)
+        if rng.random() < delete_ratio:
+            yield key, None
+        else:
+            yield key, (b"v%d-" % i).ljust(value_size, b".")
+
+
+def fetch_snapshot(client: WireClient, parts, *, max_bytes: int = 1 << 30, cluster_id: str | None = None,
+                   version: int = 0):
+    """parts: [(topic, partition, SnapshotId, position, current_leader_epoch), ...] → the response."""
+    by_topic: dict = {}
+    for topic, partition, sid, position, epoch in parts:
+        by_topic.setdefault(topic, []).append(m.FetchSnapshotRequest.PartitionSnapshot(
+            partition=partition, current_leader_epoch=epoch, position=position,
+            snapshot_id=m.FetchSnapshotRequest.SnapshotId(end_offset=sid[0], epoch=sid[1])))
+    request = m.FetchSnapshotRequest(cluster_id=cluster_id, replica_id=-1, max_bytes=max_bytes, topics=[
+        m.FetchSnapshotRequest.TopicSnapshot(name=t, partitions=ps) for t, ps in by_topic.items()])
+    return client.request(api.FETCH_SNAPSHOT, version, request)
+
+
+def one_partition(response, topic: str | None = None, partition: int = 0):
+    for t in response.topics:
+        if topic is None or t.name == topic:
+            for p in t.partitions:
+                if p.index == partition:
+                    return p
+    raise AssertionError(f"{topic}-{partition} not in {response}")
+
+
+def fetch(client: WireClient, topic: str, partition: int, offset: int, *, version: int = 12,
+          last_fetched_epoch: int = -1, replica_id: int = -1, max_bytes: int = 1 << 20):
+    request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
+                             isolation_level=0, session_id=0, session_epoch=-1, topics=[
+            m.FetchRequest.FetchTopic(topic=topic, partitions=[m.FetchRequest.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                partition_max_bytes=max_bytes)])])
+    return client.request(api.FETCH, version, request).responses[0].partitions[0]
+
+
+def leader_epoch(client: WireClient, topic: str, partition: int = 0) -> int:
+    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)])
+    for t in client.request(api.METADATA, 12, request).topics:
+        for p in t.partitions:
+            if p.partition_index == partition:
+                return p.leader_epoch
+    raise AssertionError(f"{topic}-{partition} not in metadata")
+
+
+def write_snapshot(directory: Path, sid: SnapshotId, items, *, timestamp: int = 1_700_000_000_000,
+                   max_batch_bytes: int = 1 << 20) -> Path:
+    store = SnapshotStore(directory)
+    writer = store.writer(sid, last_contained_log_timestamp=timestamp, max_batch_bytes=max_batch_bytes)
+    writer.append_many(items)
+    return Path(writer.freeze())
+
+
+def snapshot_state(path) -> dict:
+    return {bytes(k): bytes(v) for k, v in SnapshotReader.open(path).items()}
+
+
+def checkpoints(directory: Path) -> list[SnapshotId]:
+    return SnapshotStore(directory).ids() if directory.exists() else []
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def http(method: str, url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def metrics(server) -> dict:
+    """Parse the Prometheus text of a running server: {(name, labels-tuple): value}."""
+    status, body = http("GET", f"http://127.0.0.1:{server.metrics_port}/metrics")
+    assert status == 200
+    out = {}
+    for line in body.decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_labels, _, value = line.rpartition(" ")
+        if "{" in name_labels:
+            name, _, labels = name_labels.partition("{")
+            pairs = tuple(sorted(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv))
+            pairs = tuple((k, v.strip('"')) for k, v in pairs)
+        else:
+            name, pairs = name_labels, ()
+        out[(name, pairs)] = float(value)
+    return out
+
+
+def partition_files(directory: Path) -> dict[str, list[str]]:
+    names = sorted(os.listdir(directory))
+    return {"log": [n for n in names if n.endswith(".log")],
+            "checkpoint": [n for n in names if n.endswith(".checkpoint")],
+            "part": [n for n in names if n.endswith(".part")]}
+
+
+def snapshot_json(body: bytes) -> dict:
+    return json.loads(body.decode())
+
+
+# The server does not run snapshot jobs (nor serve POST /admin/snapshot or the snapshot metrics)
+# yet; the tests that need it are written and switched on once it does.
+needs_snapshot_jobs = __import__("pytest").mark.skip(
+    reason="blocked: the server does not run snapshot jobs / POST /admin/snapshot yet")
