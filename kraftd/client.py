@@ -37,6 +37,10 @@ class StateReaderError(Exception):
     pass
 
 
+class _SnapshotGone(Exception):
+    """The leader deleted the snapshot being downloaded (a newer one replaced it)."""
+
+
 class WireClient:
     """A minimal blocking Kafka-protocol connection (one request in flight)."""
 
@@ -109,7 +113,14 @@ class StateReader:
     def sync(self, timeout: float = 60.0) -> None:
         """Fetch until the state reflects everything committed when sync() began (or later)."""
         deadline = time.monotonic() + timeout
+        # A poll that installs a snapshot (or resets) reads no log and learns no high watermark:
+        # keep fetching until one answers from the log, then read up to that high watermark.
+        self.high_watermark = -1
         self.poll()
+        while self.high_watermark < 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"at offset {self.offset}, no fetch has answered from the log yet")
+            self.poll()
         target = self.high_watermark
         while self.offset < target:
             if time.monotonic() > deadline:
@@ -163,7 +174,10 @@ class StateReader:
                 os.unlink(os.path.join(self.directory, snapshot_filename(ids[-1])))
 
     def _install(self, sid: SnapshotId) -> None:
-        self._download(sid)
+        try:
+            self._download(sid)
+        except _SnapshotGone:
+            return  # replaced by a newer one while we downloaded: the next Fetch names it
         self._load(sid)
 
     def _load(self, sid: SnapshotId) -> None:
@@ -186,11 +200,17 @@ class StateReader:
                 if chunk is None:  # the leader no longer has it: start over from a Fetch
                     out.close()
                     os.unlink(part)
-                    raise StateReaderError(f"snapshot {sid} is gone from the leader")
+                    raise _SnapshotGone(sid)
                 data, size = chunk
+                if position > size:  # not a prefix of this snapshot: start it over
+                    out.truncate(0)
+                    position = 0
+                    continue
+                if position < size and not data:
+                    raise StateReaderError(f"fetch snapshot at {position} of {size} returned no bytes")
                 out.write(data)
                 position += len(data)
-                if position >= size:
+                if position >= size:  # also a complete .part left by a crash before its rename
                     break
             out.flush()
             os.fsync(out.fileno())
@@ -215,6 +235,8 @@ class StateReader:
         p = response.topics[0].partitions[0]
         if p.error_code == ErrorCode.SNAPSHOT_NOT_FOUND:
             return None
+        if p.error_code == ErrorCode.POSITION_OUT_OF_RANGE and 0 <= p.size <= position:
+            return b"", p.size  # we already have it all (or more than it: _download starts over)
         if p.error_code:
             raise StateReaderError(f"fetch snapshot failed: {ErrorCode(p.error_code).name}")
         return bytes(p.unaligned_records), p.size

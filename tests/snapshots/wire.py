@@ -16,6 +16,9 @@ from kraftd.protocol.records import build_batch
 from kraftd.storage.snapshots import SnapshotId, SnapshotReader, SnapshotStore
 
 SNAPSHOT_POLICY = {"cleanup.policy": "snapshot"}
+# The snapshots of the `served` fixture (tests/snapshots/conftest.py).
+BIG = SnapshotId(1000, 1)
+SMALL = SnapshotId(400, 1)
 
 
 def create_topic(client: WireClient, name: str, partitions: int = 1, configs: dict | None = None) -> None:
