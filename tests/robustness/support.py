@@ -92,19 +92,19 @@ class RawClient:
         return resp.responses[0].partitions[0]
 
     def read_all(self, topic: str, start: int = 0, partition: int = 0) -> list:
-        """Every record from `start` to the high watermark: list of (offset, key, value)."""
+        """Every data record from `start` to the high watermark: list of (offset, key, value).
+        Control batches (leader changes) are skipped like a client does."""
         out = []
         offset = start
         for _ in range(10_000):
             p = self.fetch(topic, offset, partition=partition)
             assert p.error_code == 0, p
-            recs = records_of(p.records)
-            recs = [r for r in recs if r[0] >= offset]
-            if not recs:
+            nxt = next_offset_of(p.records)
+            if nxt is None or nxt <= offset:
                 assert offset >= p.high_watermark, (offset, p.high_watermark)
                 return out
-            out.extend(recs)
-            offset = recs[-1][0] + 1
+            out.extend(r for r in records_of(p.records) if r[0] >= offset)
+            offset = nxt
         raise AssertionError("read_all did not converge")
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
@@ -126,6 +126,16 @@ def records_of(buf) -> list:
             out.append((r.offset, None if r.key is None else bytes(r.key),
                         None if r.value is None else bytes(r.value)))
     return out
+
+
+def next_offset_of(buf) -> int | None:
+    """The offset after the last complete batch in `buf` (control batches included)."""
+    if buf is None:
+        return None
+    nxt = None
+    for _, h in iter_batch_headers(memoryview(bytes(buf))):
+        nxt = h.last_offset + 1
+    return nxt
 
 
 def batch_of(values: list[bytes], key: bytes | None = None) -> bytes:

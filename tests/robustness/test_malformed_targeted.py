@@ -443,3 +443,17 @@ def test_list_offsets_by_timestamp_over_malformed_records(server, good):
     finally:
         c.close()
     check_healthy(server, good)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_topic_by_id_in_v10_v11(server, good, version):
+    """Metadata v10/v11 requests may carry a topic id and a null name (the request schema
+    allows it), but the v10/v11 *response* name is not nullable. Kafka answers
+    INVALID_REQUEST ("Topic IDs are not supported in requests for version N"). The server
+    must answer an error or close the connection - without an internal encoding failure."""
+    import uuid
+    req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(
+        name=None, topic_id=uuid.uuid4())], allow_auto_topic_creation=False)
+    p = probe(server.port, encode(3, version, req, 77))
+    expect_answer_or_close(p, [77])
+    check_healthy(server, good)
