@@ -88,13 +88,22 @@ def one_partition(response, topic: str | None = None, partition: int = 0):
 
 def fetch(client: WireClient, topic: str, partition: int, offset: int, *, version: int = 12,
           last_fetched_epoch: int = -1, replica_id: int = -1, max_bytes: int = 1 << 20):
+    """One partition's FetchResponse.PartitionData (v13+ name the topic by its id)."""
     request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
                              isolation_level=0, session_id=0, session_epoch=-1, topics=[
             m.FetchRequest.FetchTopic(topic=topic, partitions=[m.FetchRequest.FetchPartition(
                 partition=partition, current_leader_epoch=-1, fetch_offset=offset,
                 last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
                 partition_max_bytes=max_bytes)])])
+    if version >= 13:
+        request.topics[0].topic_id = topic_id(client, topic)
     return client.request(api.FETCH, version, request).responses[0].partitions[0]
+
+
+def topic_id(client: WireClient, topic: str):
+    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)])
+    (found,) = client.request(api.METADATA, 12, request).topics
+    return found.topic_id
 
 
 def leader_epoch(client: WireClient, topic: str, partition: int = 0) -> int:
