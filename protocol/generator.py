@@ -289,43 +289,66 @@ _RUNTIME = {
 
 
 # -- class construction ------------------------------------------------------------------------
-def _make_class(compiler: MessageCompiler, s: StructSpec, qualname: str) -> type:
-    attrs = tuple(f.attr for f in s.fields)
-    ns: dict = {}
+def _method_source(s: StructSpec) -> str:
+    """Source of `__init__` (keyword-only, schema defaults) and `__eq__` for one struct."""
     params, body = [], []
     for f in s.fields:
-        d = _const_default(f)
-        if d is _MISSING:
-            ns_name = f"_C_{f.struct.name}" if f.is_struct else ""
+        if _const_default(f) is _MISSING:
             params.append(f"{f.attr}=_M")
-            body.append(f"self.{f.attr} = {_fresh_expr(f, ns_name)} if {f.attr} is _M "
-                        f"else {f.attr}")
+            fresh = _fresh_expr(f, f"_C_{f.struct.name}" if f.is_struct else "")
+            body.append(f"self.{f.attr} = {fresh} if {f.attr} is _M else {f.attr}")
         else:
-            key = f"_D_{f.attr}"
-            ns[key] = d
-            params.append(f"{f.attr}={key}")
+            params.append(f"{f.attr}=_D_{f.attr}")
             body.append(f"self.{f.attr} = {f.attr}")
     body.append("self._unknown_tagged_fields = None")
     star = "*, " if params else ""
-    src = f"def __init__(self, {star}{', '.join(params)}):\n    " + "\n    ".join(body) + "\n"
-    cmp = " and ".join(f"self.{a} == other.{a}" for a in attrs) or "True"
-    src += ("def __eq__(self, other):\n"
+    cmp = " and ".join(f"self.{f.attr} == other.{f.attr}" for f in s.fields) or "True"
+    return (f"def __init__(self, {star}{', '.join(params)}):\n    " + "\n    ".join(body)
+            + "\ndef __eq__(self, other):\n"
             "    if type(other) is not type(self):\n        return NotImplemented\n"
             f"    return {cmp}\n")
-    ns["_M"] = _MISSING
-    ns["_compiler"] = compiler
-    # Class references are resolved when __init__ runs, after every class exists.
-    ns["__builtins__"] = __builtins__
-    exec(compile(src, f"<kraftd class {qualname}>", "exec"), ns)
+
+
+def _build_methods(cls) -> None:
+    """Replace the lazy stubs with generated `__init__`/`__eq__` (first use of the class).
+
+    Deferred so that importing `messages` does not compile code for classes never used.
+    """
+    s: StructSpec = cls._spec
+    ns = {"_M": _MISSING}
+    for f in s.fields:
+        d = _const_default(f)
+        if d is not _MISSING:
+            ns[f"_D_{f.attr}"] = d
+    for name, other in cls._compiler.classes.items():
+        ns[f"_C_{name}"] = other
+    exec(compile(_method_source(s), f"<kraftd class {cls.__qualname__}>", "exec"), ns)
+    cls.__init__ = ns["__init__"]
+    cls.__eq__ = ns["__eq__"]
+
+
+def _lazy_init(self, **kwargs):
+    cls = type(self)
+    _build_methods(cls)
+    cls.__init__(self, **kwargs)
+
+
+def _lazy_eq(self, other):
+    cls = type(self)
+    if "__eq__" not in cls.__dict__ or cls.__dict__["__eq__"] is _lazy_eq:
+        _build_methods(cls)
+    return cls.__eq__(self, other)
+
+
+def _make_class(compiler: MessageCompiler, s: StructSpec, qualname: str) -> type:
+    attrs = tuple(f.attr for f in s.fields)
     cls = type(s.name, (GeneratedStruct,), {
         "__slots__": attrs + ("_unknown_tagged_fields",),
-        "__init__": ns["__init__"], "__eq__": ns["__eq__"], "__qualname__": qualname,
-        "__module__": "kraftd.protocol.messages", "_fields": attrs,
-        "_compiler": compiler, "_dec": {}, "_enc": {},
+        "__init__": _lazy_init, "__eq__": _lazy_eq, "__hash__": None,
+        "__qualname__": qualname, "__module__": "kraftd.protocol.messages",
+        "_fields": attrs, "_spec": s, "_compiler": compiler, "_dec": {}, "_enc": {},
     })
     compiler.classes[s.name] = cls
-    compiler._class_ns = getattr(compiler, "_class_ns", [])
-    compiler._class_ns.append(ns)
     return cls
 
 
@@ -335,10 +358,6 @@ def build_classes(spec: MessageSpec) -> type:
     root = _make_class(compiler, spec.root, spec.name)
     for name, s in spec.structs.items():
         setattr(root, name, _make_class(compiler, s, f"{spec.name}.{name}"))
-    for ns in compiler._class_ns:
-        for name, cls in compiler.classes.items():
-            ns[f"_C_{name}"] = cls
-    del compiler._class_ns
     valid, flex = spec.valid, spec.flexible
     root.SCHEMA = spec
     root.SCHEMA_TYPE = spec.type

@@ -63,9 +63,12 @@ class Versions:
 NO_VERSIONS = Versions(0, -1)
 
 
+_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_WORD = re.compile(r"([a-z0-9])([A-Z])")
+
+
 def snake_case(name: str) -> str:
-    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+    s = _WORD.sub(r"\1_\2", _ACRONYM.sub(r"\1_\2", name)).lower()
     if keyword.iskeyword(s) or s in _RESERVED:
         s += "_"
     return s
