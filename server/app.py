@@ -68,7 +68,9 @@ class KraftdServer:
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics)
         self.broker.on_fatal = self.request_stop
-        self._metrics_http = MetricsHttpServer(self.metrics.registry, lambda: self._serving)
+        self._metrics_http = MetricsHttpServer(
+            self.metrics.registry, lambda: self._serving,
+            post_routes={"/admin/snapshot": self.broker.request_snapshot})
         self.metrics_address = await self._metrics_http.start(*s.metrics_address)
         self.broker.start()
         await self._listener.start_serving()

@@ -9,6 +9,9 @@ Other modules add metrics in one of two ways:
 from __future__ import annotations
 
 import asyncio
+import http
+import json
+import urllib.parse
 from typing import Any, Callable, Iterable
 
 import structlog
@@ -46,6 +49,14 @@ class ServerMetrics:
                                    registry=r)
         self.disconnects = Counter("kraftd_disconnects", "Connections closed by kraftd",
                                    ["reason"], registry=r)
+        self.snapshots_written = Counter("kraftd_snapshots_written", "Snapshot files written",
+                                         registry=r)
+        self.snapshot_failures = Counter("kraftd_snapshot_failures", "Snapshot jobs that failed",
+                                         registry=r)
+        self.snapshot_write_seconds = Histogram("kraftd_snapshot_write_seconds",
+                                                "Time to write one snapshot file",
+                                                buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
+                                                registry=r)
         self._req_children: dict[tuple[str, int], Any] = {}
         self._lat_children: dict[str, Any] = {}
 
@@ -87,6 +98,8 @@ class NodeCollector(Collector):
                 if name in p:
                     families[name].add_metric(labels, p[name])
         yield from families.values()
+        yield from _snapshot_families(node)
+        yield from _fetch_session_families(node)
         values = getattr(node, "metrics_values", None)
         if values is not None:
             for key, value in values().items():
@@ -96,6 +109,42 @@ class NodeCollector(Collector):
                     yield GaugeMetricFamily(f"kraftd_{key}", key, value=value)
 
 
+def _snapshot_families(node) -> Iterable:
+    stats = getattr(node, "snapshot_stats", None)
+    if stats is None:
+        return
+    lag = GaugeMetricFamily("kraftd_snapshot_lag", "Offsets between the latest snapshot and the HW",
+                            labels=["topic", "partition"])
+    size = GaugeMetricFamily("kraftd_snapshot_size_bytes", "Size of the latest snapshot",
+                             labels=["topic", "partition"])
+    end = GaugeMetricFamily("kraftd_snapshot_end_offset", "End offset of the latest snapshot",
+                            labels=["topic", "partition"])
+    load = GaugeMetricFamily("kraftd_snapshot_load_seconds", "Time to load state at startup",
+                             labels=["topic", "partition"])
+    for p in stats():
+        labels = [str(p["topic"]), str(p["partition"])]
+        lag.add_metric(labels, p["lag"])
+        size.add_metric(labels, p["size_bytes"])
+        if p.get("latest") is not None:
+            end.add_metric(labels, p["latest"].end_offset)
+        if p.get("load_ms") is not None:
+            load.add_metric(labels, p["load_ms"] / 1000)
+    yield from (lag, size, end, load)
+
+
+def _fetch_session_families(node) -> Iterable:
+    stats = getattr(node, "fetch_session_stats", None)
+    if stats is None:
+        return
+    s = stats()
+    yield GaugeMetricFamily("kraftd_fetch_sessions", "Cached incremental fetch sessions (KIP-227)",
+                            value=s["sessions"])
+    yield GaugeMetricFamily("kraftd_fetch_session_partitions_cached",
+                            "Partitions held by all fetch sessions", value=s["partitions_cached"])
+    yield CounterMetricFamily("kraftd_fetch_session_evictions", "Fetch sessions evicted",
+                              value=s["evictions"])
+
+
 class MetricsHttpServer:
     """GET /metrics and GET /healthz. One request per connection; runs on the event loop
     (the scrape reads the node, which is only safe from the loop thread)."""
@@ -103,9 +152,13 @@ class MetricsHttpServer:
     MAX_HEAD = 16 * 1024
     READ_TIMEOUT_S = 10.0
 
-    def __init__(self, registry: CollectorRegistry, is_healthy: Callable[[], bool]) -> None:
+    def __init__(self, registry: CollectorRegistry, is_healthy: Callable[[], bool],
+                 post_routes: dict[str, Callable[[dict], tuple[int, dict]]] | None = None) -> None:
         self._registry = registry
         self._is_healthy = is_healthy
+        # path -> handler(query params) -> (status, JSON body); admin actions such as
+        # POST /admin/snapshot. The listener is loopback by default: keep it that way.
+        self._post_routes = post_routes or {}
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
@@ -136,11 +189,17 @@ class MetricsHttpServer:
         finally:
             writer.close()
 
-    def _route(self, method: bytes, path: bytes) -> tuple[bytes, bytes, bytes]:
+    def _route(self, method: bytes, target: bytes) -> tuple[bytes, bytes, bytes]:
         text = b"text/plain; charset=utf-8"
+        path, _, query = target.partition(b"?")
+        if method == b"POST" and path.decode("latin-1") in self._post_routes:
+            params = dict(urllib.parse.parse_qsl(query.decode("latin-1")))
+            status, payload = self._post_routes[path.decode("latin-1")](params)
+            reason = http.HTTPStatus(status).phrase
+            return (f"{status} {reason}".encode(), b"application/json",
+                    json.dumps(payload).encode() + b"\n")
         if method not in (b"GET", b"HEAD"):
             return b"405 Method Not Allowed", text, b"method not allowed\n"
-        path = path.split(b"?", 1)[0]
         if path == b"/metrics":
             return b"200 OK", CONTENT_TYPE_LATEST.encode(), generate_latest(self._registry)
         if path == b"/healthz":

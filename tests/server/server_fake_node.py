@@ -44,6 +44,18 @@ class FakeLog:
         return target
 
 
+class FakeSnapshotJob:
+    def __init__(self, key, fail: bool) -> None:
+        self.key, self.snapshot_id, self.fail = key, (10, 1), fail
+        self.thread = None
+
+    def run(self) -> None:
+        self.thread = threading.current_thread().name
+        time.sleep(0.05)
+        if self.fail:
+            raise OSError(28, "No space left on device")
+
+
 class FakeNode:
     def __init__(self, config: dict) -> None:
         self.config = config
@@ -56,6 +68,9 @@ class FakeNode:
         self._ready: list[Completion] = []
         self.closed = False
         self.poll_calls = 0
+        self._snapshots_due: list = []
+        self.snapshots_done: list = []
+        self.snapshot_fail = False
 
     @classmethod
     def open(cls, config: dict, now_ms: int) -> "FakeNode":
@@ -116,7 +131,28 @@ class FakeNode:
                  "high_watermark": self.log.flushed_offset}]
 
     def metrics_values(self) -> dict:
-        return {"fetch_sessions": 3, "fetch_session_evictions_total": 1}
+        return {"fake_gauge": 3, "fake_events_total": 1}
+
+    def fetch_session_stats(self) -> dict:
+        return {"sessions": 2, "partitions_cached": 10, "evictions": 4}
+
+    # -- snapshots: "kv"-0 is the only snapshot-policy partition ---------------------------
+    def request_snapshot(self, topic: str, index: int) -> bool:
+        if (topic, index) != ("kv", 0):
+            return False
+        self._snapshots_due.append(FakeSnapshotJob(("kv", index), self.snapshot_fail))
+        return True
+
+    def snapshot_jobs(self) -> list:
+        due, self._snapshots_due = self._snapshots_due, []
+        return due
+
+    def on_snapshot_done(self, job, now_ms: int, error=None) -> None:
+        self.snapshots_done.append((job, error))
+
+    def snapshot_stats(self) -> list[dict]:
+        return [{"topic": "kv", "partition": 0, "lag": 5, "size_bytes": 100,
+                 "latest": None, "load_ms": 12.0}]
 
     def close(self) -> None:
         self.closed = True

@@ -193,8 +193,15 @@ async def test_metrics_and_healthz(server):
     assert samples[("kraftd_log_end_offset", partition)] == 1
     assert samples[("kraftd_log_start_offset", partition)] == 0
     assert ("kraftd_high_watermark", partition) in samples
-    assert samples[("kraftd_fetch_sessions", ())] == 3
-    assert samples[("kraftd_fetch_session_evictions_total", ())] == 1
+    assert samples[("kraftd_fake_gauge", ())] == 3
+    assert samples[("kraftd_fake_events_total", ())] == 1
+    assert samples[("kraftd_fetch_sessions", ())] == 2
+    assert samples[("kraftd_fetch_session_partitions_cached", ())] == 10
+    assert samples[("kraftd_fetch_session_evictions_total", ())] == 4
+    kv = (("partition", "0"), ("topic", "kv"))
+    assert samples[("kraftd_snapshot_lag", kv)] == 5
+    assert samples[("kraftd_snapshot_size_bytes", kv)] == 100
+    assert samples[("kraftd_snapshot_load_seconds", kv)] == 0.012
     assert await http_get(srv.metrics_address, "/healthz") == (200, "ok\n")
     assert (await http_get(srv.metrics_address, "/nope"))[0] == 404
     c.close()
@@ -239,3 +246,43 @@ async def test_parked_fetch_does_not_force_an_fsync(server):
     await c.recv()
     assert srv.node.log.flush_calls == 0  # only acks=-1 produces make the flusher hurry
     c.close()
+
+
+async def http_post(address, target: str) -> tuple[int, dict]:
+    import json
+
+    reader, writer = await asyncio.open_connection(*address)
+    writer.write(f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+    raw = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+async def test_admin_snapshot_runs_the_job_in_a_worker_thread(server):
+    srv = await server()
+    status, body = await http_post(srv.metrics_address, "/admin/snapshot?topic=kv&partition=0")
+    assert (status, body["requested"]) == (202, True)
+    for _ in range(100):
+        if srv.node.snapshots_done:
+            break
+        await asyncio.sleep(0.02)
+    ((job, error),) = srv.node.snapshots_done
+    assert error is None and job.thread.startswith("kraftd-snap")
+    assert (await http_post(srv.metrics_address, "/admin/snapshot?topic=plain&partition=0"))[0] == 404
+    assert (await http_post(srv.metrics_address, "/admin/snapshot?topic=kv"))[0] == 400
+    _, text = await http_get(srv.metrics_address, "/metrics")
+    assert "kraftd_snapshots_written_total 1.0" in text
+
+
+async def test_failed_snapshot_is_reported_to_the_node(server):
+    srv = await server()
+    srv.node.snapshot_fail = True
+    await http_post(srv.metrics_address, "/admin/snapshot?topic=kv&partition=0")
+    for _ in range(100):
+        if srv.node.snapshots_done:
+            break
+        await asyncio.sleep(0.02)
+    ((job, error),) = srv.node.snapshots_done
+    assert isinstance(error, OSError)
+    assert srv.serving
