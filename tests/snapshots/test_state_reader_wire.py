@@ -1,24 +1,7 @@
 """StateReader against a real server: snapshot download edge cases (crash windows, replaced snapshots)."""
-from kraftd.client import StateReader
 from kraftd.storage.snapshots import SnapshotId, snapshot_filename
 
-from .wire import BIG
-
-
-class RecordingStateReader(StateReader):
-    """Records every FetchSnapshot chunk it asks for; `replace_at` fakes the leader replacing the
-    snapshot (the chunk with that index asks for a snapshot id the leader does not have)."""
-
-    def __init__(self, *args, replace_at: int = -1, **kwargs) -> None:
-        self.chunks: list[tuple[SnapshotId, int]] = []
-        self.replace_at = replace_at
-        super().__init__(*args, **kwargs)
-
-    def _fetch_snapshot_chunk(self, sid, position):
-        self.chunks.append((sid, position))
-        if len(self.chunks) - 1 == self.replace_at:
-            return super()._fetch_snapshot_chunk(SnapshotId(sid.end_offset, sid.epoch + 7), position)
-        return super()._fetch_snapshot_chunk(sid, position)
+from .wire import BIG, RecordingStateReader
 
 
 def _check(served, directory, reader):

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from kraftd.client import WireClient
+from kraftd.client import StateReader, WireClient
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.records import build_batch
@@ -179,6 +179,22 @@ def partition_files(directory: Path) -> dict[str, list[str]]:
 
 def snapshot_json(body: bytes) -> dict:
     return json.loads(body.decode())
+
+
+class RecordingStateReader(StateReader):
+    """Records every FetchSnapshot chunk it asks for; `replace_at` fakes the leader replacing the
+    snapshot (the chunk with that index asks for a snapshot id the leader does not have)."""
+
+    def __init__(self, *args, replace_at: int = -1, **kwargs) -> None:
+        self.chunks: list[tuple[SnapshotId, int]] = []
+        self.replace_at = replace_at
+        super().__init__(*args, **kwargs)
+
+    def _fetch_snapshot_chunk(self, sid, position):
+        self.chunks.append((sid, position))
+        if len(self.chunks) - 1 == self.replace_at:
+            return super()._fetch_snapshot_chunk(SnapshotId(sid.end_offset, sid.epoch + 7), position)
+        return super()._fetch_snapshot_chunk(sid, position)
 
 
 # The server does not run snapshot jobs (nor serve POST /admin/snapshot or the snapshot metrics)
