@@ -209,13 +209,17 @@ def kcat_consume_pass(bootstrap: str, topic: str, records: int, value_size: int,
             os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
     err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    rc = p.returncode
     p.stdout.close()
     p.stderr.close()
     n = int(last) + 1 - start_offset if last.strip().isdigit() else 0
     if n == 0:
         raise RuntimeError(f"kcat consumed nothing (rc={p.returncode}): {err.strip()[-400:]}")
-    return dict(records=n, bytes=n * value_size, seconds=secs, errors=0,
-                complete=n >= records and not timed_out)
+    res = dict(records=n, bytes=n * value_size, seconds=secs, errors=0,
+               complete=n >= records and not timed_out, rc=rc)
+    if rc not in (0, -9) and err.strip():
+        res["stderr"] = err.strip()[-400:]
+    return res
 
 
 def kcat_produce_pass(server_port: int, bootstrap: str, topic: str, records: int,
@@ -233,8 +237,11 @@ def kcat_produce_pass(server_port: int, bootstrap: str, topic: str, records: int
     n = high_watermark(server_port, topic, tid)
     if n <= 0:
         raise RuntimeError(f"kcat produced nothing (rc={rc}): {err.strip()[-400:]}")
-    return dict(records=n, bytes=n * value_size, seconds=secs, errors=0,
-                complete=n >= records and rc == 0)
+    res = dict(records=n, bytes=n * value_size, seconds=secs, errors=0,
+               complete=n >= records and rc == 0, rc=rc)
+    if rc != 0:
+        res["stderr"] = err.strip()[-400:]
+    return res
 
 
 def kcat_env() -> dict[str, str]:
@@ -351,7 +358,9 @@ def run(ctx: Context) -> dict:
                         runs.setdefault(key, []).append(res)
                         ctx.log(f"  {op:7s} {client:9s} {name:7s} rep {rep + 1}/{ctx.repeats} "
                                 f"{res['mb_s']:8.1f} MB/s ({res['records']} records in "
-                                f"{res['seconds']:.1f}s{'' if res['complete'] else ', time-boxed'})")
+                                f"{res['seconds']:.1f}s"
+                                f"{'' if res['complete'] else ', incomplete: time box or error'})"
+                                + (f"\n    stderr: {res['stderr']}" if res.get("stderr") else ""))
     finally:
         for p in tmp.iterdir():
             p.unlink()
@@ -386,7 +395,7 @@ def report(res: dict) -> str:
             rows.append([op, client, fmt(k), fmt(t), fmt_ratio(r), f">= {TARGETS[op]:.0f}x",
                          verdict(r, TARGETS[op]), "yes" if boxed else ""])
     out = [TITLE, table(["op", "client", "kraftd MB/s", "tansu MB/s", "kraftd/tansu",
-                         "target", "verdict", "time-boxed"], rows)]
+                         "target", "verdict", "incomplete"], rows)]
     out.append(f"  (medians; a pass stops at the dataset size or after {res['time_box_s']:.0f}s; "
                f"{res.get('versions', {}).get('kcat', '')})")
     for n, e in res.get("errors", {}).items():

@@ -187,9 +187,11 @@ def run(ctx: Context) -> dict:
     runs: dict[str, list[dict]] = {n: [] for n in templates}
     order = list(templates)
     try:
-        for name in order:  # warm-up pass (page cache, allocator, JIT-less but still)
-            consume_range(ports[name], templates[name], 0, min(ends[name], 8192))
-        for rep in range(ctx.repeats):
+        for name in order:  # unmeasured warm-up pass (page cache, allocator, connections)
+            consume_range(ports[name], templates[name], 0, ends[name],
+                          time_box=ctx.options.get("raw_warmup_s", 3.0))
+        repeats = ctx.options.get("raw_repeats") or ctx.repeats
+        for rep in range(repeats):
             for name in rotated(order, rep):
                 try:
                     res = consume_range(ports[name], templates[name], 0, ends[name],
@@ -199,7 +201,7 @@ def run(ctx: Context) -> dict:
                     ctx.log(f"  [{name}] raw consume failed: {errors[name]}")
                     continue
                 runs[name].append(res)
-                ctx.log(f"  raw consume rep {rep + 1}/{ctx.repeats} {name:8s} "
+                ctx.log(f"  raw consume rep {rep + 1}/{repeats} {name:8s} "
                         f"{res['mb_s']:8.1f} MB/s  ({res['bytes'] / 1e6:.0f} MB in "
                         f"{res['seconds']:.2f}s, {res['fetches']} fetches"
                         f"{'' if res['complete'] else ', time-boxed'})")

@@ -51,9 +51,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=None,
                    help="small-request measuring window in seconds (default 5; --quick 2)")
     p.add_argument("--raw-time-box", type=float, default=None,
-                   help="max seconds per raw-consume pass (default 20; --quick 10)")
+                   help="max seconds per raw-consume pass (default 10; --quick 5)")
+    p.add_argument("--raw-repeats", type=int, default=None,
+                   help="raw-consume repetitions (default 5; --quick 3): passes are cheap "
+                        "except on Tansu, where they are time-boxed")
     p.add_argument("--client-time-box", type=float, default=None,
                    help="max seconds per real-client pass (default 20; --quick 10)")
+    p.add_argument("--small-topic", choices=["small", "data"], default="small",
+                   help="small-request target: a 16-record topic (default) or the dataset")
     p.add_argument("--kraftd-arg", action="append", default=[],
                    help="extra argument for `kraftd serve` (repeatable)")
     p.add_argument("--start-timeout", type=float, default=30.0,
@@ -87,9 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         quick=q, fetch_version=args.fetch_version, batch_records=args.batch_records,
         duration_s=args.duration or (2.0 if q else 5.0),
     )
-    ctx.options["raw_time_box"] = args.raw_time_box or (10.0 if q else 20.0)
+    ctx.options["raw_time_box"] = args.raw_time_box or (5.0 if q else 10.0)
+    ctx.options["raw_repeats"] = args.raw_repeats or (3 if q else 5)
+    ctx.options["raw_warmup_s"] = 1.0 if q else 3.0
     ctx.options["client_time_box"] = args.client_time_box or (10.0 if q else 20.0)
     ctx.options["warmup_s"] = 0.5 if q else 1.0
+    ctx.options["small_topic"] = args.small_topic
     ctx.log(f"kraftd bench: systems={systems} benches={benches} data={ctx.data_mib} MiB "
             f"repeats={ctx.repeats}")
     results: dict = dict(

@@ -98,14 +98,28 @@ class Server:
 
     def start(self, timeout: float = 30.0, attempts: int = 3) -> "Server":
         last: Exception | None = None
+        saved: Path | None = None
         for _ in range(attempts):
             try:
                 self._start_once(timeout)
                 return self
             except ServerStartError as e:
                 last = e
+                saved = self._save_log("start-failure")
                 self.stop()
-        raise ServerStartError(f"{self.name}: failed to start: {last}")
+        raise ServerStartError(f"{self.name}: failed to start: {last}"
+                               + (f"\n    (full log: {saved})" if saved else ""))
+
+    def _save_log(self, tag: str) -> Path | None:
+        if not self.log_path or not self.log_path.exists():
+            return None
+        dst = BENCH_DIR / "out" / f"{self.name}-{tag}.log"
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.log_path, dst)
+            return dst
+        except OSError:
+            return None
 
     def _start_once(self, timeout: float) -> None:
         self.tmpdir = tempfile.mkdtemp(prefix=f"kraftd-bench-{self.name}-")
@@ -153,8 +167,20 @@ class Server:
         except OSError:
             return ""
 
-    def log_tail(self, n: int = 15) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:])
+    def log_tail(self, n: int = 6, width: int = 400) -> str:
+        """Last lines of the server log, JSON lines reduced to event/error, each truncated."""
+        import json
+
+        out = []
+        for line in self.log_text().splitlines()[-n:]:
+            try:
+                d = json.loads(line)
+                if isinstance(d, dict):
+                    line = " ".join(f"{k}={d[k]}" for k in ("level", "event", "error") if k in d)
+            except ValueError:
+                pass
+            out.append("    " + (line if len(line) <= width else line[:width] + " ..."))
+        return "\n".join(out)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -190,11 +216,8 @@ class Server:
             self._log_file.close()
             self._log_file = None
         if self.tmpdir is not None:
-            keep = os.environ.get("BENCH_KEEP_LOGS")
-            if keep and self.log_path and self.log_path.exists():
-                dst = BENCH_DIR / "out" / f"{self.name}-{int(time.time())}.log"
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(self.log_path, dst)
+            if os.environ.get("BENCH_KEEP_LOGS"):
+                self._save_log(time.strftime("%Y%m%d-%H%M%S"))
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
         if self in _live:

@@ -20,7 +20,7 @@ import sys
 
 from bench import wire
 from bench.common import Context, fmt, fmt_ratio, median, ratio, rotated, table, verdict
-from bench.dataset import ensure_dataset
+from bench.dataset import ensure_dataset, produce_batches
 from bench.servers import HOST, REPO
 
 NAME = "small_requests"
@@ -132,13 +132,23 @@ def run(ctx: Context) -> dict:
     reqs: dict[tuple[str, str], bytes] = {}
     versions: dict[str, dict[str, int]] = {}
     ports: dict[str, int] = {}
+    use_dataset = ctx.options.get("small_topic", "small") == "data"
     for name, srv in ctx.kafka_servers():
         try:
-            ds = ensure_dataset(srv, mib=ctx.data_mib, value_size=ctx.value_size,
-                                batch_records=ctx.batch_records, log=ctx.log)
+            if use_dataset:
+                topic = ensure_dataset(srv, mib=ctx.data_mib, value_size=ctx.value_size,
+                                       batch_records=ctx.batch_records, log=ctx.log).topic
+            else:
+                # a small topic (one batch): measures per-request overhead, not how a storage
+                # engine scales with partition size (Tansu's ListOffsets is O(partition size))
+                topic = "bench-small"
+                with wire.Conn(HOST, srv.port) as c:
+                    c.create_topic(topic)
+                produce_batches(srv.port, topic, wire.build_batch(
+                    ctx.batch_records, wire.record_value(ctx.value_size)), 1)
             with wire.Conn(HOST, srv.port) as c:
                 for api in APIS:
-                    frame, key, v = _request_for(api, c, ds.topic)
+                    frame, key, v = _request_for(api, c, topic)
                     reqs[(api, name)] = frame
                     versions.setdefault(name, {})[api] = v
             ports[name] = srv.port
@@ -172,6 +182,7 @@ def run(ctx: Context) -> dict:
     med = {k: median([r["rps"] for r in v]) for k, v in runs.items()}
     ratios = {api: ratio(med.get(f"{api}/kraftd"), med.get(f"{api}/tansu")) for api in APIS}
     return dict(name=NAME, medians_rps=med, runs=runs, ratios=ratios, versions=versions,
+                topic="dataset" if use_dataset else "bench-small (16 records)",
                 errors=errors, connections=connections, inflight=inflight, duration_s=duration,
                 target=TARGET,
                 verdict={f"{api} kraftd/tansu >= {TARGET}": verdict(ratios[api], TARGET)
@@ -193,7 +204,7 @@ def report(res: dict) -> str:
     out = [TITLE, table(["api", "kraftd v", "kraftd resp/s", "tansu v", "tansu resp/s",
                          "kraftd/tansu", "target", "verdict"], rows)]
     out.append(f"  (medians over {len(next(iter(res['runs'].values()), []))} runs of "
-               f"{res['duration_s']:.0f}s)")
+               f"{res['duration_s']:.0f}s; topic: {res.get('topic')})")
     for n, e in res.get("errors", {}).items():
         out.append(f"  {n}: ERROR {e}")
     return "\n".join(out)
