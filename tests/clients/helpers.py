@@ -149,7 +149,12 @@ def kafka_python_produce(bootstrap: str, topic: str, records: list[Rec], *, code
                                  timestamp_ms=None if timestamps is None else timestamps[i])
                    for i, r in enumerate(records)]
         producer.flush(timeout=timeout)
-        offsets = [f.get(timeout=max(0.1, timeout)).offset for f in futures]
+        pending = sum(1 for f in futures if not f.is_done)
+        if pending:
+            raise ClientTimeout(f"kafka-python producer: {pending} records unacknowledged after {timeout}s")
+        failed = [f.exception for f in futures if f.failed()]
+        assert not failed, f"kafka-python delivery errors: {failed[:5]}"
+        offsets = [f.value.offset for f in futures]
         tm = producer._transaction_manager
         facts = {
             "enable_idempotence": producer.config["enable_idempotence"],
@@ -344,9 +349,9 @@ def kcat_produce(bootstrap: str, topic: str, records: list[Rec], *, codec: str =
 _KCAT_FORMAT = "%o %T %K %S %k%s %h\n"
 
 
-def kcat_consume(bootstrap: str, topic: str, *, partition: int = 0, start: int = 0,
+def kcat_consume(bootstrap: str, topic: str, *, partition: int = 0, start: int | str = "beginning",
                  timeout: float = 60.0) -> list[Got]:
-    """`kcat -C -e -o <start>`: reads to the end of the partition and exits."""
+    """`kcat -C -e -o beginning` (or an offset): reads to the end of the partition and exits."""
     cmd = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", str(partition), "-o", str(start),
            "-e", "-f", _KCAT_FORMAT]
     proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
