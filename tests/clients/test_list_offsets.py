@@ -44,22 +44,15 @@ def _ck_produce(bootstrap, topic, records, ts):
     return h.confluent_produce(bootstrap, topic, records, timestamps=ts)
 
 
-@pytest.mark.clients
-def test_kafka_python_list_offsets(shared_kraftd):
+def check_kafka_python(bootstrap, topic, ts, *, end):
     from kafka import KafkaConsumer, TopicPartition
 
-    topic = "lo-kafka-python"
-    records, ts = _prepare(shared_kraftd, topic, _kp_produce)
-    got = h.kafka_python_consume(shared_kraftd.bootstrap, topic, N)
-    h.assert_same(got, records, first_offset=FIRST)
-    assert [g.timestamp for g in got] == ts, "CreateTime timestamps not preserved"
-
     tp = TopicPartition(topic, 0)
-    consumer = KafkaConsumer(bootstrap_servers=shared_kraftd.bootstrap, group_id=None,
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                              enable_auto_commit=False, request_timeout_ms=10_000)
     try:
         assert consumer.beginning_offsets([tp]) == {tp: 0}
-        assert consumer.end_offsets([tp]) == {tp: FIRST + N}
+        assert consumer.end_offsets([tp]) == {tp: end}
 
         def at(t):
             return consumer.offsets_for_times({tp: t})[tp]
@@ -78,22 +71,15 @@ def test_kafka_python_list_offsets(shared_kraftd):
         consumer.close()
 
 
-@pytest.mark.clients
-def test_confluent_list_offsets(shared_kraftd):
+def check_confluent(bootstrap, topic, ts, *, end):
     from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING, OFFSET_END
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    topic = "lo-confluent"
-    records, ts = _prepare(shared_kraftd, topic, _ck_produce)
-    got = h.confluent_consume(shared_kraftd.bootstrap, topic, N)
-    h.assert_same(got, records, first_offset=FIRST)
-    assert [g.timestamp for g in got] == ts, "CreateTime timestamps not preserved"
-
-    consumer = Consumer({"bootstrap.servers": shared_kraftd.bootstrap, "group.id": "kraftd-tests-unused",
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kraftd-tests-unused",
                          "enable.auto.commit": False})
     try:
         assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10,
-                                              cached=False) == (0, FIRST + N)
+                                              cached=False) == (0, end)
 
         def at(t):
             (r,) = consumer.offsets_for_times([TopicPartition(topic, 0, t)], timeout=10)
@@ -108,15 +94,15 @@ def test_confluent_list_offsets(shared_kraftd):
         assert at(ts[-1] + 1) == -1                   # after the last record: OFFSET_END (-1)
         assert at(ts[-1] + 3_600_000) == -1
         assert at(OFFSET_BEGINNING) == 0              # -2: earliest
-        assert at(OFFSET_END) == FIRST + N            # -1: latest
+        assert at(OFFSET_END) == end                  # -1: latest
     finally:
         consumer.close()
 
-    admin = AdminClient({"bootstrap.servers": shared_kraftd.bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     tp = TopicPartition(topic, 0)
     for spec, want_offset, want_ts in [
         (OffsetSpec.earliest(), 0, None),
-        (OffsetSpec.latest(), FIRST + N, None),
+        (OffsetSpec.latest(), end, None),
         (OffsetSpec.for_timestamp(ts[12]), FIRST + 12, ts[12]),
         (OffsetSpec.for_timestamp(ts[12] + 1), FIRST + 13, ts[13]),
         (OffsetSpec.for_timestamp(ts[-1] + 1), -1, None),
@@ -126,3 +112,43 @@ def test_confluent_list_offsets(shared_kraftd):
         assert info.offset == want_offset, f"{spec}: offset {info.offset} != {want_offset}"
         if want_ts is not None:
             assert info.timestamp == want_ts, f"{spec}: timestamp {info.timestamp} != {want_ts}"
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["sigkill", "sigterm"])
+def test_list_offsets_after_restart(kraftd_factory, crash):
+    """The time index is rebuilt/recovered: the same answers after a restart, except that the
+    restart appended one more LeaderChange control batch (latest = previous latest + 1)."""
+    server = kraftd_factory()
+    topic = "lo-restart"
+    records, ts = _prepare(server, topic, _kp_produce)
+    check_kafka_python(server.bootstrap, topic, ts, end=FIRST + N)
+    server.restart(crash=crash)
+    check_kafka_python(server.bootstrap, topic, ts, end=FIRST + N + 1)
+    check_confluent(server.bootstrap, topic, ts, end=FIRST + N + 1)
+    got = h.kafka_python_consume(server.bootstrap, topic, N)
+    h.assert_same(got, records, first_offset=FIRST)
+
+
+def test_kafka_python_list_offsets(shared_kraftd):
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = "lo-kafka-python"
+    records, ts = _prepare(shared_kraftd, topic, _kp_produce)
+    got = h.kafka_python_consume(shared_kraftd.bootstrap, topic, N)
+    h.assert_same(got, records, first_offset=FIRST)
+    assert [g.timestamp for g in got] == ts, "CreateTime timestamps not preserved"
+
+    check_kafka_python(shared_kraftd.bootstrap, topic, ts, end=FIRST + N)
+
+
+def test_confluent_list_offsets(shared_kraftd):
+    from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING, OFFSET_END
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    topic = "lo-confluent"
+    records, ts = _prepare(shared_kraftd, topic, _ck_produce)
+    got = h.confluent_consume(shared_kraftd.bootstrap, topic, N)
+    h.assert_same(got, records, first_offset=FIRST)
+    assert [g.timestamp for g in got] == ts, "CreateTime timestamps not preserved"
+
+    check_confluent(shared_kraftd.bootstrap, topic, ts, end=FIRST + N)
