@@ -9,7 +9,7 @@ from kraftd.cli import main
 from kraftd.client import WireClient
 from kraftd.storage.snapshots import SnapshotId
 
-from .wire import SNAPSHOT_POLICY, create_topic, needs_snapshot_jobs, put_many, wait_until, write_snapshot
+from .wire import SNAPSHOT_POLICY, create_topic, put_many, wait_until, write_snapshot
 
 
 class Result:
@@ -110,7 +110,6 @@ def test_create_against_an_unreachable_server_fails_cleanly(kraftd_cli):
     assert result.returncode == 2 and "cannot reach" in result.stderr
 
 
-@needs_snapshot_jobs
 def test_create_requests_a_snapshot_from_a_running_server(kraftd, kraftd_cli):
     """202 {"requested": true} on a snapshot topic (and a snapshot file appears), 404 otherwise."""
     client = WireClient(kraftd.bootstrap)

@@ -16,7 +16,7 @@ from pathlib import Path
 from kraftd.client import WireClient
 from kraftd.storage.snapshots import SnapshotId, snapshot_filename, verify_snapshot
 
-from .wire import (SNAPSHOT_POLICY, RecordingStateReader, create_topic, needs_snapshot_jobs, put_many,
+from .wire import (SNAPSHOT_POLICY, RecordingStateReader, create_topic, put_many,
                    random_updates, wait_until, write_snapshot)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,17 +98,16 @@ BIG_POLICY = {**SNAPSHOT_POLICY, "metadata.log.max.record.bytes.between.snapshot
               "metadata.snapshot.min.changed_records.ratio": "0", "segment.bytes": str(16 << 20)}
 
 
-@needs_snapshot_jobs
 def test_server_killed_while_writing_a_snapshot(kraftd_factory):
     server = kraftd_factory()
     client = WireClient(server.bootstrap)
     create_topic(client, "kv", 1, BIG_POLICY)
     rng = random.Random(11)
     model: dict = {}
-    # ~60 MB of state: writing its snapshot takes long enough to be caught in the act.
-    pairs = [(b"key-%07d" % i, rng.randbytes(600)) for i in range(100_000)]
-    put_many(client, "kv", 0, pairs, per_batch=2000, model=model)
-    put_many(client, "kv", 0, random_updates(rng, 5000, 100_000, value_size=40), per_batch=1000, model=model)
+    # ~25 MB of state: writing its snapshot takes long enough (~1 s) to be caught in the act.
+    pairs = [(b"key-%07d" % i, rng.randbytes(400)) for i in range(60_000)]
+    put_many(client, "kv", 0, pairs, per_batch=1000, model=model)
+    put_many(client, "kv", 0, random_updates(rng, 5000, 60_000, value_size=40), per_batch=1000, model=model)
     client.close()
     directory = server.data_dir / "kv-0"
     from .wire import http

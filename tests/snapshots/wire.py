@@ -196,8 +196,3 @@ class RecordingStateReader(StateReader):
             return super()._fetch_snapshot_chunk(SnapshotId(sid.end_offset, sid.epoch + 7), position)
         return super()._fetch_snapshot_chunk(sid, position)
 
-
-# The server does not run snapshot jobs (nor serve POST /admin/snapshot or the snapshot metrics)
-# yet; the tests that need it are written and switched on once it does.
-needs_snapshot_jobs = __import__("pytest").mark.skip(
-    reason="blocked: the server does not run snapshot jobs / POST /admin/snapshot yet")
