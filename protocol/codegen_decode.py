@@ -190,8 +190,11 @@ class DecodeEmitter:
         self.emit(ind + 2, f"_trunc('tagged fields of {self.s.name}', {nt} * 2, pos, blen)")
         self.emit(ind + 1, f"for _ in range({nt}):")
         i = ind + 2
-        self.emit(i, "tag, pos = _ruv(buf, pos)")
-        self.emit(i, "sz, pos = _ruv(buf, pos)")
+        for var in ("tag", "sz"):   # one-byte varints inline, the rest via _ruv
+            self.emit(i, f"{var} = buf[pos]")
+            self.emit(i, "pos += 1")
+            self.emit(i, f"if {var} > 127:")
+            self.emit(i + 1, f"{var}, pos = _ruv(buf, pos - 1)")
         self.emit(i, "end = pos + sz")
         self.emit(i, "if end > blen:")
         self.emit(i + 1, f"_trunc('tagged field of {self.s.name}', sz, pos, blen)")

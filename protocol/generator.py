@@ -151,6 +151,7 @@ class MessageCompiler:
         for s in structs:
             chunks.append(DecodeEmitter(ctx, s).build())
             chunks.append(EncodeEmitter(ctx, s).build())
+        chunks.extend(ctx.factories())
         src = "\n\n".join(chunks) + "\n"
         filename = f"<kraftd codec {self.spec.name} v{version}>"
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
@@ -173,6 +174,19 @@ class VersionContext:
         self.flexible = version in self.spec.flexible
         self.consts: dict[str, object] = {}
         self._struct_names: dict[str, str] = {}
+        self._factories: set[str] = set()
+
+    def factories(self) -> list[str]:
+        """Sources of `_f_<Struct>()` default-instance factories used by the decoders."""
+        done: dict[str, str] = {}
+        while self._factories - done.keys():
+            name = min(self._factories - done.keys())
+            s = self.spec.structs[name]
+            lines = [f"def _f_{name}():", f"    o = _new(_C_{name})"]
+            lines += [f"    o.{f.attr} = {self.default_expr(f)}" for f in s.fields]
+            lines += ["    o._unknown_tagged_fields = None", "    return o"]
+            done[name] = "\n".join(lines)
+        return [done[k] for k in sorted(done)]
 
     def reachable(self) -> list[StructSpec]:
         seen: dict[str, StructSpec] = {}
@@ -217,7 +231,11 @@ class VersionContext:
     def default_expr(self, f: FieldSpec) -> str:
         d = _const_default(f)
         if d is _MISSING:
-            return _fresh_expr(f, f"_C_{f.struct.name}" if f.is_struct else "")
+            if f.is_struct and not f.is_array:
+                # A generated factory: cheaper than the keyword-argument constructor.
+                self._factories.add(f.struct.name)
+                return f"_f_{f.struct.name}()"
+            return _fresh_expr(f, "")
         if d is None or isinstance(d, (bool, int, str)):
             return repr(d)
         return self.const(d)
@@ -229,6 +247,12 @@ class VersionContext:
         if f.is_array or f.type in ("bytes", "records"):
             return f"({var} is None or len({var}) != 0)"
         if d is _MISSING:  # struct: compare with a default-constructed instance
+            sub = f.struct.fields
+            consts = [_const_default(g) for g in sub]
+            if sub and all(c is None or type(c) in (bool, int) for c in consts):
+                # Inline the comparison for the common all-scalar struct (leader/epoch pairs).
+                return "(" + " or ".join(f"{var}.{g.attr} != {c!r}"
+                                         for g, c in zip(sub, consts)) + ")"
             return f"{var} != {self.const(self.compiler.classes[f.struct.name]())}"
         if isinstance(d, (bool, int, str)):
             return f"{var} != {d!r}"
