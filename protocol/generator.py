@@ -62,7 +62,10 @@ class GeneratedStruct:
         fn = cls._enc.get(version)
         if fn is None:
             fn = cls._compiler.function(cls, version, cls._enc)
-        out = fn(obj, bytearray(), parts)
+        try:
+            out = fn(obj, bytearray(), parts)
+        except (struct.error, AttributeError, TypeError) as e:
+            raise EncodeError(f"{cls.__qualname__} v{version}: {e}") from None
         if out:
             parts.append(out)
 
@@ -72,7 +75,10 @@ class GeneratedStruct:
         fn = cls._enc.get(version)
         if fn is None:
             fn = cls._compiler.function(cls, version, cls._enc)
-        return fn(obj, out, parts)
+        try:
+            return fn(obj, out, parts)
+        except (struct.error, AttributeError, TypeError) as e:
+            raise EncodeError(f"{cls.__qualname__} v{version}: {e}") from None
 
     def to_bytes(self, version: int) -> bytes:
         """Convenience for tests and tools: the whole encoding joined into bytes (copies)."""

@@ -178,6 +178,13 @@ def test_nullable_fields():
         Sample(items=None).to_bytes(1)            # nullable only from v2
 
 
+def test_out_of_range_or_wrong_type_is_an_encode_error():
+    with pytest.raises(EncodeError, match="Sample v0"):
+        Sample(id=2**31).to_bytes(0)
+    with pytest.raises(EncodeError):
+        Sample(name=5).to_bytes(0)
+
+
 def test_null_where_not_nullable_is_a_decode_error():
     data = bytearray(Sample(name="").to_bytes(0))
     i = 4 + 2                                     # after id, epoch: the name's int16 length
