@@ -52,7 +52,7 @@ def request_bytes(n: int) -> bytes:
 
 
 def per_op(fn, number: int) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
+    return min(timeit.repeat(fn, number=number, repeat=15)) / number * 1e6
 
 
 def main() -> None:
