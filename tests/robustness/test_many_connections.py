@@ -85,7 +85,7 @@ def test_many_idle_and_half_frame_connections(kraftd_factory):
     assert wait_until(lambda: good.rounds >= rounds + 5 or good.errors, 10)
     good.finish()
     assert not good.errors, good.errors
-    assert wait_until(lambda: (_open_metric(server) or 0) <= 1, 5), _open_metric(server)
+    assert wait_until(lambda: (n := _open_metric(server)) is not None and n <= 1, 5), _open_metric(server)
     assert server.alive()
     assert not server_failures(server.log_lines), failure_signatures(server.log_lines)
 
