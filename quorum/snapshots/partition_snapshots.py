@@ -87,6 +87,9 @@ class PartitionSnapshots:
     def due(self) -> bool:
         if self.job is not None:
             return False
+        # The HW can move without a catch-up (at startup, past the new epoch's LeaderChange):
+        # a snapshot must cover everything committed, so apply it first.
+        self.catch_up()
         latest = self.store.latest()
         covered = latest.end_offset if latest else self.partition.log.log_start_offset
         if self.machine.applied_offset <= covered:

@@ -1,0 +1,23 @@
+"""PartitionSnapshots fixes, in the sans-IO core."""
+from kraftd.protocol.records import build_batch
+from tests.quorum.node_context import START_MS, NodeTestContext
+
+
+def test_a_requested_snapshot_after_a_restart_covers_the_high_watermark(tmp_path):
+    # Regression: the new epoch's LeaderChange moved the HW at startup without a catch-up, so the
+    # requested snapshot ended one offset short of the HW and kraftd_snapshot_lag stayed at 1.
+    ctx = NodeTestContext.builder(tmp_path).with_topic("kv", configs={"cleanup.policy": "snapshot"}).build()
+    ctx.produce("kv", 0, build_batch([(b"a", b"1", [], START_MS)]))
+    ctx.flush()
+    ctx = ctx.restart()
+    ctx.flush()
+    partition = ctx.node.topics.partition("kv", 0)
+    assert ctx.node.request_snapshot("kv", 0)
+    (job,) = ctx.node.snapshot_jobs()
+    job.run()
+    ctx.node.on_snapshot_done(job, ctx.now_ms)
+    assert job.snapshot_id.end_offset == partition.high_watermark == partition.log_end_offset
+    assert job.items == {b"a": b"1"}
+    (stats,) = ctx.node.snapshot_stats()
+    assert stats["lag"] == 0
+    assert partition.log_start_offset == partition.high_watermark
