@@ -18,7 +18,7 @@ def handle(ctx, header, request, now_ms, peer):
         topics = [_describe(ctx, t) for t in ctx.topics]
     else:
         allow_create = ctx.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
-        topics = [_lookup(ctx, wanted, allow_create) for wanted in request.topics]
+        topics = [_lookup(ctx, wanted, allow_create, version) for wanted in request.topics]
     return Respond(MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
@@ -30,7 +30,10 @@ def handle(ctx, header, request, now_ms, peer):
     ))
 
 
-def _lookup(ctx, wanted, allow_create: bool):
+def _lookup(ctx, wanted, allow_create: bool, version: int):
+    if wanted.name is None and version < 12:
+        # v10/v11 requests may carry ids, but their responses cannot name a topic by id alone.
+        return _error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
     if wanted.name is None:
         topic = ctx.topics.get_by_id(wanted.topic_id)
         if topic is None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kraftd.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from kraftd.protocol.messages import ProduceResponse
-from kraftd.protocol.records import validate_batches
+from kraftd.protocol.records import decode_records, validate_batches
 from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..outcomes import NoResponse, Park, Respond
@@ -56,7 +56,7 @@ def _append(ctx, topic: str, data, now_ms: int):
     if data.records is None or len(data.records) == 0:
         return _error(data.index, ErrorCode.INVALID_RECORD, "No record batch in the request."), None, 0
     try:
-        headers = validate_batches(data.records)
+        headers = validate_records(data.records)
     except CorruptRecordError as exc:
         return _error(data.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), None, 0
     except InvalidRecordError as exc:
@@ -82,6 +82,18 @@ def _append(ctx, topic: str, data, now_ms: int):
         log_append_time_ms=now_ms if partition.config.log_append_time else -1,
         log_start_offset=partition.log_start_offset,
     ), partition, result.last_offset + 1
+
+
+def validate_records(records) -> list:
+    """Headers and CRCs, then every record's framing (Kafka's LogValidator walks them too):
+    a CRC-valid batch of garbage must not reach the log, where every reader would trip on it."""
+    headers = validate_batches(records)
+    view = records if isinstance(records, memoryview) else memoryview(records)
+    pos = 0
+    for header in headers:
+        decode_records(view[pos:pos + header.size], header)
+        pos += header.size
+    return headers
 
 
 def _batch_problem(partition, headers):
