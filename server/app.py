@@ -70,7 +70,7 @@ class KraftdServer:
         self.broker.on_fatal = self.request_stop
         self._metrics_http = MetricsHttpServer(
             self.metrics.registry, lambda: self._serving,
-            post_routes={"/admin/snapshot": self.broker.request_snapshot})
+            post_routes={"/admin/snapshot": self.broker.snapshots.request})
         self.metrics_address = await self._metrics_http.start(*s.metrics_address)
         self.broker.start()
         await self._listener.start_serving()

@@ -16,6 +16,7 @@ from kraftd.quorum.outcomes import NoResponse, Park, Respond
 
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
 from .metrics import ServerMetrics
+from .snapshot_jobs import SnapshotJobRunner
 
 log = structlog.get_logger("kraftd.broker")
 
@@ -50,9 +51,7 @@ class Broker:
         self._flush_wakeup = asyncio.Event()
         self._flush_task: asyncio.Task | None = None
         self._fsync_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kraftd-fsync")
-        # One snapshot at a time, on its own thread, so it never delays a group commit.
-        self._snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-snap")
-        self._snapshot_tasks: set[asyncio.Task] = set()
+        self.snapshots = SnapshotJobRunner(node, metrics)
         self._batch_parked = False
         self._stopping = False
         self.fatal: BaseException | None = None  # set when the broker cannot go on (fsync failed)
@@ -82,10 +81,8 @@ class Broker:
             self._flush_task = None
         if self._fsync_policy != "never" and self.fatal is None:
             await self.flush_logs()
-        if self._snapshot_tasks:  # a half-written snapshot is discarded at startup anyway,
-            await asyncio.gather(*self._snapshot_tasks, return_exceptions=True)  # but finish it
+        await self.snapshots.stop()
         self._fsync_pool.shutdown(wait=False)
-        self._snapshot_pool.shutdown(wait=False)
 
     # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
     def connection_made(self, conn: KafkaConnection) -> None:
@@ -135,7 +132,7 @@ class Broker:
         """After a data_received's requests: let the node react (e.g. a produce satisfying a
         parked fetch), and start a group commit if something is now waiting."""
         self._deliver(self._poll_node())
-        self.start_snapshot_jobs()
+        self.snapshots.start_due()
         if self._batch_parked:  # a parked request may have brought the next deadline closer
             self._batch_parked = False
             self._arm_timer()
@@ -217,7 +214,7 @@ class Broker:
     def _on_timer(self) -> None:
         self._timer = None
         self._deliver(self._poll_node())
-        self.start_snapshot_jobs()
+        self.snapshots.start_due()
         self._arm_timer()
 
     # -- group commit ----------------------------------------------------------------------
@@ -255,53 +252,4 @@ class Broker:
                 return
             completions.extend(self.node.on_flushed(key, result, now_ms()))
         self._deliver(completions)
-        self.start_snapshot_jobs()  # the HW moved: a snapshot may be due
-
-    # -- snapshots (KIP-630) ---------------------------------------------------------------
-    def start_snapshot_jobs(self) -> None:
-        """Run the node's due snapshot jobs (`job.run()` writes a file: worker thread)."""
-        jobs = getattr(self.node, "snapshot_jobs", None)
-        if jobs is None or self._stopping:
-            return
-        try:
-            due = jobs()
-        except Exception:
-            log.exception("node.snapshot_jobs failed")
-            return
-        for job in due:
-            task = asyncio.create_task(self._run_snapshot(job), name="kraftd-snapshot")
-            self._snapshot_tasks.add(task)
-            task.add_done_callback(self._snapshot_tasks.discard)
-
-    async def _run_snapshot(self, job) -> None:
-        started = time.perf_counter()
-        error: BaseException | None = None
-        try:
-            await self._loop.run_in_executor(self._snapshot_pool, job.run)
-        except Exception as e:
-            error = e
-            self.metrics.snapshot_failures.inc()
-        else:
-            self.metrics.snapshots_written.inc()
-            self.metrics.snapshot_write_seconds.observe(time.perf_counter() - started)
-        try:
-            self.node.on_snapshot_done(job, now_ms(), error)
-        except Exception:
-            log.exception("node.on_snapshot_done failed")
-        if error is None:
-            log.info("snapshot written", key=str(job.key), snapshot_id=str(job.snapshot_id),
-                     seconds=round(time.perf_counter() - started, 3))
-        self.start_snapshot_jobs()  # more may have become due meanwhile
-
-    def request_snapshot(self, params: dict) -> tuple[int, dict]:
-        """POST /admin/snapshot?topic=T&partition=P (`kraftd snapshot create`)."""
-        topic, partition = params.get("topic"), params.get("partition", "")
-        if not topic or not partition.lstrip("-").isdigit():
-            return 400, {"requested": False, "error": "need topic and partition"}
-        request = getattr(self.node, "request_snapshot", None)
-        if request is None or not request(topic, int(partition)):
-            return 404, {"requested": False,
-                         "error": f"{topic}-{partition} is not a snapshot-policy partition"}
-        self.start_snapshot_jobs()
-        return 202, {"requested": True, "topic": topic, "partition": int(partition)}
-
+        self.snapshots.start_due()  # the HW moved: a snapshot may be due
