@@ -224,22 +224,29 @@ class FetchClient:
         self.use_sessions, self.version, self.replica_id = use_sessions, version, replica_id
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
         self.positions: dict = {}
+        self._paused: dict = {}
         self.records: dict = {}
         self.high_watermark: dict = {}
         self.log_start: dict = {}
         self.session_id, self.epoch = 0, (0 if use_sessions else -1)
         self.session_partitions: dict = {}  # what the server's session knows: tp -> offset
         self.top_errors: list[int] = []
+        self.unexpected: list = []
+        self._expected: dict = {}
+        self.lost_responses = 0
         self.last_response = None
 
     # -- subscription --------------------------------------------------------------------
     def subscribe(self, topic: str, partition: int, offset: int = 0) -> None:
+        """Start fetching at `offset`, or where it left off if it was subscribed before."""
         tp = (topic, partition)
-        self.positions.setdefault(tp, offset)
+        self.positions.setdefault(tp, self._paused.pop(tp, offset))
         self.records.setdefault(tp, [])
 
     def unsubscribe(self, topic: str, partition: int) -> None:
-        self.positions.pop((topic, partition), None)
+        tp = (topic, partition)
+        if tp in self.positions:
+            self._paused[tp] = self.positions.pop(tp)
 
     # -- one fetch -----------------------------------------------------------------------
     def request(self, **kw):
@@ -266,9 +273,11 @@ class FetchClient:
         """The request reaches the server but the answer is lost on the way back."""
         request, _ = self.request()
         self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer)
+        self.lost_responses += 1
 
     def handle(self, response, full: bool) -> None:
         self.last_response = response
+        self._expected = self.session_partitions  # what the answer may name (before any reset below)
         if response.error_code:
             self.top_errors.append(response.error_code)
             assert response.responses == [] and response.session_id == 0, response
@@ -295,6 +304,8 @@ class FetchClient:
                 self._take((name, data.partition_index), data)
 
     def _take(self, tp, data) -> None:
+        if tp not in self._expected:
+            self.unexpected.append(tp)  # neither asked for nor in the session
         if tp not in self.positions:
             return
         if data.error_code == 1:  # OFFSET_OUT_OF_RANGE: start again from the earliest offset
