@@ -29,6 +29,7 @@ class SnapshotJob:
     store: object
     size: int = -1
     done: bool = False
+    bytes_at_start: int = 0  # the machine's log-byte counter when the snapshot's state was taken
     touched_since: set = field(default_factory=set)
 
     def run(self) -> None:
@@ -106,7 +107,7 @@ class PartitionSnapshots:
         epoch = log.epoch_cache.epoch_for_offset(end - 1)
         job = SnapshotJob(key=self.partition.key, snapshot_id=SnapshotId(end, -1 if epoch is None else epoch),
                           items=machine.state.copy(), last_contained_log_timestamp=machine.last_timestamp,
-                          store=self.store)
+                          store=self.store, bytes_at_start=machine.bytes_applied)
         machine.recent = job.touched_since
         self.job = job
         self.requested = False
@@ -118,7 +119,11 @@ class PartitionSnapshots:
         if error is not None:
             return
         self.store.add(job.snapshot_id)
+        applied_since = self.machine.bytes_applied - job.bytes_at_start
         self.machine.set_baseline(job.items, job.touched_since)
+        # What was applied while the file was written is log after this snapshot: it counts
+        # towards the next one (KIP-630: bytes since the latest snapshot).
+        self.machine.bytes_applied = applied_since
         self.advance_log_start()
 
     def advance_log_start(self) -> None:
