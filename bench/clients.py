@@ -234,7 +234,18 @@ def kcat_produce_pass(server_port: int, bootstrap: str, topic: str, records: int
     secs = time.perf_counter() - t0
     with wire.Conn(HOST, server_port) as c:
         tid = c.topic_id(topic) if c.version(wire.FETCH) >= 13 else None
+    # the high watermark may trail the acks=1 acknowledgements (kraftd: HW = flushed offset),
+    # so wait for it to settle before counting
     n = high_watermark(server_port, topic, tid)
+    settle_deadline = time.monotonic() + 15
+    for _ in range(300):
+        if n >= records or time.monotonic() > settle_deadline:
+            break
+        time.sleep(0.05)
+        n2 = high_watermark(server_port, topic, tid)
+        if n2 == n and rc != 0:
+            break
+        n = n2
     if n <= 0:
         raise RuntimeError(f"kcat produced nothing (rc={rc}): {err.strip()[-400:]}")
     res = dict(records=n, bytes=n * value_size, seconds=secs, errors=0,
