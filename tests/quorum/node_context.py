@@ -332,7 +332,7 @@ _API_OF = {
     "ProduceRequest": api.PRODUCE, "FetchRequest": api.FETCH, "ListOffsetsRequest": api.LIST_OFFSETS,
     "MetadataRequest": api.METADATA, "ApiVersionsRequest": api.API_VERSIONS, "CreateTopicsRequest": api.CREATE_TOPICS,
     "InitProducerIdRequest": api.INIT_PRODUCER_ID, "OffsetForLeaderEpochRequest": api.OFFSET_FOR_LEADER_EPOCH,
-    "DeleteRecordsRequest": api.DELETE_RECORDS,
+    "DeleteRecordsRequest": api.DELETE_RECORDS, "FindCoordinatorRequest": api.FIND_COORDINATOR,
 }
 
 __all__ = ["FetchClient", "NodeTestContext", "batch_of", "values_in", "NoResponse", "Park", "Respond", "START_MS"]

@@ -159,3 +159,11 @@ def test_init_producer_id_hands_out_fresh_ids_across_restarts(ctx):
     assert second > first
     transactional = m.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=1000)
     assert ctx.respond(transactional, 4).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_find_coordinator_says_none_is_available(ctx):
+    single = ctx.respond(m.FindCoordinatorRequest(key="g", key_type=0), 3)
+    assert (single.error_code, single.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    batched = ctx.respond(m.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), 4)
+    assert [(c.key, c.error_code) for c in batched.coordinators] == [
+        ("a", ErrorCode.COORDINATOR_NOT_AVAILABLE), ("b", ErrorCode.COORDINATOR_NOT_AVAILABLE)]

@@ -81,7 +81,10 @@ ENTITY_TYPES = {"brokerId": "BrokerId", "topicName": "TopicName",
                 "groupId": "GroupId"}
 KIO_ENTITY_CLASSES = set(ENTITY_TYPES.values())
 # R9: (schema name, version) pairs kio does not model.
-KIO_MISSING = {("RequestHeader", 0)}
+# kio follows Kafka 4, which dropped Produce v0-2; we still serve them because librdkafka <= 2.11
+# enables gzip/snappy/lz4 only for brokers that list Produce v0 (checked by hand in
+# tests/protocol/test_produce_legacy_versions.py).
+KIO_MISSING = {("RequestHeader", 0)} | {(name, v) for name in ("ProduceRequest", "ProduceResponse") for v in range(3)}
 
 
 # ----------------------------------------------------------------------------- helpers
