@@ -50,7 +50,10 @@ def _lookup(ctx, topic: str, p):
                                                                    leader_epoch=partition.leader_epoch)
         return out, None
     if partition.leader_id != ctx.node_id:
+        # Error responses say who leads (KIP-595), so the fetcher can go there at once.
         out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        out.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
+                                                                   leader_epoch=partition.leader_epoch)
         return out, None
     snapshots = partition.snapshots
     if snapshots is None or sid not in snapshots.store:

@@ -38,6 +38,8 @@ def test_a_partition_led_by_another_node_answers_not_leader_or_follower(tmp_path
     partition.leader_id = 2
     p = _fetch_snapshot(ctx, sid)
     assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # ... and says who leads (it used to leave CurrentLeader unset on this error)
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (2, partition.leader_epoch)
     assert len(p.unaligned_records) == 0
 
 
