@@ -264,7 +264,8 @@ def test_every_served_pair_is_covered():
     names = {(n, v) for n, _, v in PAIRS}
     for spec in API_BY_KEY.values():
         for v in range(spec.min_version, spec.max_version + 1):
-            assert (spec.request_cls.__name__, v) in names
-            assert (spec.response_cls.__name__, v) in names
+            for cls in (spec.request_cls, spec.response_cls):
+                # KIO_MISSING pairs are checked against hand-laid bytes elsewhere.
+                assert (cls.__name__, v) in names or (cls.__name__, v) in KIO_MISSING
     assert {("RequestHeader", 1), ("RequestHeader", 2), ("ResponseHeader", 0),
             ("ResponseHeader", 1)} <= names
