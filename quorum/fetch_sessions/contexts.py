@@ -171,6 +171,8 @@ def forgotten_keys(request, version: int, topics):
             topic_key = forgotten.topic
         for index in forgotten.partitions:
             yield session_key(topic, topic_key, index)
+            if topic is not None:
+                yield (topic_key, index)  # cached before the topic existed and not re-sent since
 
 
 def session_key(topic, topic_key, index: int):

@@ -61,6 +61,10 @@ class FetchSession:
                fetcher_log_start: int, current_leader_epoch: int, last_fetched_epoch: int) -> int:
         """Add a partition or update what the fetcher told us about it; it becomes active."""
         slot = self._slot_of.get(key)
+        if slot is None and partition is not None:
+            slot = self._slot_of.get((topic, index))
+            if slot is not None:
+                self.attach(slot, key, partition)
         if slot is None:
             slot = self._allocate(key, topic, index, partition)
         self._max_bytes[slot] = max_bytes
@@ -82,6 +86,19 @@ class FetchSession:
         self._topic[slot] = None
         self._active.discard(slot)
         self._free.append(slot)
+
+    def attach(self, slot: int, key, partition) -> None:
+        """A partition cached while its topic was unknown here (keyed by (name or id, index))
+        now exists: key it as known partitions are and watch it, so the fetcher's later updates
+        and ForgottenTopicsData find this slot rather than a second one."""
+        if self._partition[slot] is not None or partition is None:
+            return
+        old_key = (self._topic[slot], self._index[slot])
+        if self._slot_of.get(old_key) == slot:
+            del self._slot_of[old_key]
+        self._slot_of[key] = slot
+        self._partition[slot] = partition
+        partition.watchers[self] = slot
 
     def close(self) -> None:
         for partition in self._partition:

@@ -50,6 +50,8 @@ def _context(ctx, header, request, version: int, peer: str, privileged: bool, no
             session.fetch_state(slot)
         fetch = _partition_fetch(topics, version, topic_key, index, partition, offset, current_epoch, last_epoch,
                                  max_bytes, log_start)
+        if partition is None and fetch.partition is not None:
+            session.attach(slot, fetch.session_key, fetch.partition)  # its topic was created since
         fetch.slot = slot
         return fetch
 

@@ -400,3 +400,57 @@ def test_below_v7_there_are_no_sessions(ctx):
     assert response.session_id == 0 and len(ctx.node.fetch_sessions) == 0
     produce_flushed(ctx, T[0], [batch_of(["z"]) and "z"])
     assert values_in(parts(ctx.session_fetch(ALL, version=4))[T[0]]) == [b"z"]
+
+
+# -- partitions cached before their topic existed ------------------------------------------------
+
+NEW = ("new", 0)
+
+
+def session_on_a_missing_topic(ctx):
+    client = FetchClient(ctx, client_id="test")
+    client.subscribe(*T[0], offset=1)
+    client.subscribe(*NEW)
+    first = parts(client.poll())
+    assert first[NEW].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and client.session_id != 0
+    ctx.produce_ok(*NEW, ["x"])  # auto-creates the topic
+    ctx.flush()
+    return client
+
+
+def test_a_partition_cached_before_its_topic_existed_is_answered_once_per_change(ctx):
+    client = session_on_a_missing_topic(ctx)
+    assert list(parts(client.poll())) == [NEW] and client.records[NEW] == [(1, b"x")]
+    session = ctx.node.fetch_sessions.get(client.session_id)
+    assert session in ctx.node.topics.partition(*NEW).watchers  # now woken like any other partition
+    # The client now names it with a new position: the same slot, not a second one.
+    assert parts(client.poll()) == {}
+    assert len(ctx.node.fetch_sessions.get(client.session_id)) == 2
+    ctx.produce_ok(*NEW, ["y"])
+    ctx.flush()
+    response = client.poll()
+    assert [(t.topic, [p.partition_index for p in t.partitions]) for t in response.responses] == [("new", [0])]
+    assert client.records[NEW] == [(1, b"x"), (2, b"y")] and client.unexpected == []
+
+
+def test_updating_such_a_partition_in_the_first_fetch_after_creation_reuses_its_slot(ctx):
+    client = session_on_a_missing_topic(ctx)
+    client.positions[NEW] = 1  # say, reset by the application: named in the next request
+    response = client.poll()
+    assert [(t.topic, len(t.partitions)) for t in response.responses] == [("new", 1)]
+    assert len(ctx.node.fetch_sessions.get(client.session_id)) == 2
+
+
+@pytest.mark.parametrize("fetch_in_between", [False, True])
+def test_such_a_partition_can_be_forgotten(ctx, fetch_in_between):
+    client = session_on_a_missing_topic(ctx)
+    if fetch_in_between:
+        client.poll()
+    client.unsubscribe(*NEW)
+    client.poll()
+    session = ctx.node.fetch_sessions.get(client.session_id)
+    assert len(session) == 1
+    ctx.produce_ok(*NEW, ["z"])
+    ctx.flush()
+    assert parts(client.poll()) == {} and client.unexpected == []
+    assert ctx.node.topics.partition(*NEW).watchers == {}
