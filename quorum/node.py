@@ -202,6 +202,13 @@ class Node:
         self._completions = []
         return done
 
+    def drain(self, now_ms: int) -> list[Completion]:
+        """Shutting down: answer every parked request now with what it would get at expiry."""
+        self._now_ms = now_ms
+        done = self._completions + self._purgatory.expire_all(now_ms)
+        self._completions = []
+        return done
+
     def next_deadline_ms(self) -> int | None:
         deadline = self._purgatory.next_deadline_ms()
         return self._next_retention_ms if deadline is None else min(deadline, self._next_retention_ms)

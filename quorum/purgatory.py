@@ -64,6 +64,17 @@ class Purgatory:
                 done.append(Completion(token, op.expire(now_ms)))
         return done
 
+    def expire_all(self, now_ms: int) -> list[Completion]:
+        """Answer everything parked as if its deadline had come (shutdown)."""
+        done = []
+        for token in sorted(self._ops):
+            op = self._ops.get(token)
+            if op is not None:
+                self._remove(token)
+                done.append(Completion(token, op.expire(now_ms)))
+        self._deadlines.clear()
+        return done
+
     def next_deadline_ms(self) -> int | None:
         while self._deadlines and self._deadlines[0][1] not in self._ops:
             heapq.heappop(self._deadlines)

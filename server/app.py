@@ -30,7 +30,7 @@ def open_file_node(config: dict, now: int) -> Any:
     from kraftd.quorum.node import Node
     from kraftd.quorum.node_config import NodeConfig
 
-    # The clock only measures how long loading snapshots took (kraftd_snapshot_load_seconds).
+    # The clock only measures how long loading snapshots took (kraftd_load_snapshot_latency_ms).
     return Node.open(NodeConfig.from_settings(config), now, clock=time.monotonic)
 
 
@@ -67,6 +67,7 @@ class KraftdServer:
         config = s.to_node_config(bound_port=self.kafka_address[1])
         self.node = await loop.run_in_executor(None, self._node_factory, config, now_ms())
         self.metrics.watch_node(lambda: self.node)
+        self.metrics.observe_snapshot_loads(self.node)
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics)
         self.broker.on_fatal = self.request_stop
@@ -109,6 +110,10 @@ class KraftdServer:
         if broker is not None:
             for conn in list(broker.connections):
                 conn.stop_reading()
+            if broker.fatal is None:
+                if self.settings.fsync_policy != "never":
+                    await broker.flush_logs()  # completes parked acks=-1 produces
+                broker.drain_parked()
             deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE_S
             while (any(c.pending_count for c in broker.connections)
                    and asyncio.get_running_loop().time() < deadline and broker.fatal is None):

@@ -133,6 +133,10 @@ class Broker:
         parked fetch), and start a group commit if something is now waiting."""
         self._deliver(self._poll_node())
         self.snapshots.start_due()
+        if self._parked and self._fsync_policy != "never":
+            # Parked requests wait on the HW, which moves only with fsync: commit now rather
+            # than at the next interval (cheap when nothing is dirty).
+            self._flush_wakeup.set()
         if self._batch_parked:  # a parked request may have brought the next deadline closer
             self._batch_parked = False
             self._arm_timer()
@@ -234,6 +238,12 @@ class Broker:
                 log.exception("group commit failed")
             if self.fatal is not None or self._stopping:
                 return
+
+    def drain_parked(self) -> None:
+        """Shutdown: parked fetches are answered now instead of at their deadline."""
+        drain = getattr(self.node, "drain", None)
+        if drain is not None:
+            self._deliver(drain(now_ms()))
 
     async def flush_logs(self) -> None:
         logs = self.node.logs_to_flush()

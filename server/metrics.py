@@ -27,6 +27,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 PARTITION_GAUGES = ("log_start_offset", "log_end_offset", "high_watermark")
 
 
+SNAPSHOT_MS_BUCKETS = (10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 300_000)
+
+
 class ServerMetrics:
     """The shell's instruments. Children are cached: `labels()` is too slow per request."""
 
@@ -53,10 +56,14 @@ class ServerMetrics:
                                          registry=r)
         self.snapshot_failures = Counter("kraftd_snapshot_failures", "Snapshot jobs that failed",
                                          registry=r)
-        self.snapshot_write_seconds = Histogram("kraftd_snapshot_write_seconds",
-                                                "Time to write one snapshot file",
-                                                buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
-                                                registry=r)
+        # KIP-630's GenSnapshotLatencyMs and LoadSnapshotLatencyMs (Kafka never exported them).
+        self.gen_snapshot_latency = Histogram("kraftd_gen_snapshot_latency_ms",
+                                              "Time to generate one snapshot (ms)", ["topic", "partition"],
+                                              buckets=SNAPSHOT_MS_BUCKETS, registry=r)
+        self.load_snapshot_latency = Histogram("kraftd_load_snapshot_latency_ms",
+                                               "Time to load a partition's state from its latest snapshot "
+                                               "and the log after it (ms)", ["topic", "partition"],
+                                               buckets=SNAPSHOT_MS_BUCKETS, registry=r)
         self._req_children: dict[tuple[str, int], Any] = {}
         self._lat_children: dict[str, Any] = {}
 
@@ -72,6 +79,12 @@ class ServerMetrics:
         if child is None:
             child = self._lat_children[api] = self.request_latency.labels(api)
         return child
+
+    def observe_snapshot_loads(self, node: Any) -> None:
+        """Record how long each snapshot-policy partition took to load at startup."""
+        for p in getattr(node, "snapshot_stats", lambda: [])():
+            if p.get("load_ms") is not None:
+                self.load_snapshot_latency.labels(str(p["topic"]), str(p["partition"])).observe(p["load_ms"])
 
     def watch_node(self, get_node: Callable[[], Any]) -> None:
         """Expose the node's per-partition offsets and extra values at scrape time."""
@@ -119,17 +132,13 @@ def _snapshot_families(node) -> Iterable:
                              labels=["topic", "partition"])
     end = GaugeMetricFamily("kraftd_snapshot_end_offset", "End offset of the latest snapshot",
                             labels=["topic", "partition"])
-    load = GaugeMetricFamily("kraftd_snapshot_load_seconds", "Time to load state at startup",
-                             labels=["topic", "partition"])
     for p in stats():
         labels = [str(p["topic"]), str(p["partition"])]
         lag.add_metric(labels, p["lag"])
         size.add_metric(labels, p["size_bytes"])
         if p.get("latest") is not None:
             end.add_metric(labels, p["latest"].end_offset)
-        if p.get("load_ms") is not None:
-            load.add_metric(labels, p["load_ms"] / 1000)
-    yield from (lag, size, end, load)
+    yield from (lag, size, end)
 
 
 def _fetch_session_families(node) -> Iterable:
@@ -137,11 +146,14 @@ def _fetch_session_families(node) -> Iterable:
     if stats is None:
         return
     s = stats()
-    yield GaugeMetricFamily("kraftd_fetch_sessions", "Cached incremental fetch sessions (KIP-227)",
+    # KIP-227's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
+    # IncrementalFetchSessionEvictionsPerSec (a counter here: rates are Prometheus' job).
+    yield GaugeMetricFamily("kraftd_num_incremental_fetch_sessions", "Cached incremental fetch sessions",
                             value=s["sessions"])
-    yield GaugeMetricFamily("kraftd_fetch_session_partitions_cached",
-                            "Partitions held by all fetch sessions", value=s["partitions_cached"])
-    yield CounterMetricFamily("kraftd_fetch_session_evictions", "Fetch sessions evicted",
+    yield GaugeMetricFamily("kraftd_num_incremental_fetch_partitions_cached",
+                            "Partitions held by all incremental fetch sessions", value=s["partitions_cached"])
+    yield CounterMetricFamily("kraftd_incremental_fetch_session_evictions",
+                              "Fetch sessions evicted (a client closing its own session is not an eviction)",
                               value=s["evictions"])
 
 

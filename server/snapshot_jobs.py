@@ -51,7 +51,9 @@ class SnapshotJobRunner:
             self._metrics.snapshot_failures.inc()
         else:
             self._metrics.snapshots_written.inc()
-            self._metrics.snapshot_write_seconds.observe(time.perf_counter() - started)
+            topic, partition = job.key
+            self._metrics.gen_snapshot_latency.labels(str(topic), str(partition)).observe(
+                (time.perf_counter() - started) * 1000.0)
         try:
             self._node.on_snapshot_done(job, now_ms(), error)
         except Exception:
