@@ -4,15 +4,25 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install serve test soak bench tools clean
+.PHONY: install install-dev serve test soak bench tools clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.venv-created:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	touch $@
+
+# Runtime only (what `make serve` needs).
+$(VENV)/.installed: $(VENV)/.venv-created pyproject.toml
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# Plus the test/bench tools: pytest, hypothesis, kio, the real Kafka clients, Tansu.
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $@
 
 install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
 # kcat (librdkafka 2.0) is one of the real clients the suite drives; it comes from Debian.
 tools:
@@ -24,13 +34,13 @@ serve: install
 	$(VENV)/bin/kraftd serve $(ARGS)
 
 # pytest exits 5 when it collects nothing; make treats that as a failure, which is what we want.
-test: install tools
+test: install-dev tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-soak: install tools
+soak: install-dev tools
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
 
-bench: install tools
+bench: install-dev tools
 	$(PY) -m bench.run $(ARGS)
 
 clean:
