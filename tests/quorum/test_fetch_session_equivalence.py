@@ -28,11 +28,12 @@ deleted records. So:
    and every HW / log-start change reaches the incremental fetcher although it only hears of
    partitions that changed.
 """
+import itertools
 import math
 import shutil
 import tempfile
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -52,6 +53,8 @@ class IncrementalEqualsSessionless(RuleBasedStateMachine):
         self._dir = tempfile.mkdtemp(prefix="kraftd-sessions-")
         self.ctx = (NodeTestContext.builder(self._dir)
                     .with_config(max_incremental_fetch_session_cache_slots=2)
+                    # Deterministic ids: eviction ties break by id, and a replay must run the same way.
+                    .with_session_ids(itertools.count(7919, 7919))
                     .with_topic("t", PARTITIONS).build())
         self.produced: dict = {tp: {} for tp in TPS}  # tp -> {offset: value}
         self.counter = 0
@@ -208,12 +211,16 @@ class IncrementalEqualsSessionless(RuleBasedStateMachine):
         try:
             if getattr(self, "a", None) is not None:
                 self.drain_and_compare()
+                # What the run went through (see --hypothesis-show-statistics).
+                event(f"A's top-level errors: {sorted(set(int(e) for e in self.a.top_errors))}")
+                event(f"evictions: {min(self.ctx.node.fetch_sessions.evictions, 2)}+")
+                event(f"log start moved: {any(self.partition(tp).log_start_offset > 0 for tp in TPS)}")
         finally:
             self.ctx.node.close()
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
 IncrementalEqualsSessionless.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=35, deadline=None,
+    max_examples=150, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 TestIncrementalEqualsSessionless = IncrementalEqualsSessionless.TestCase
