@@ -298,9 +298,15 @@ def test_sigkill_mid_produce_keeps_acked_records_and_consumers_continue(kraftd_f
 
     # Consumers that were reading across the crash continue without losing or repeating records.
     for r in readers:
-        h.wait_until(lambda: all(r.seen[p] and r.seen[p][-1][0] >= log[p][-1][0]
-                                 for p in range(PARTITIONS)), 60,
-                     what=f"{type(r).__name__} to catch up")
+        try:
+            h.wait_until(lambda: all(r.seen[p] and r.seen[p][-1][0] >= log[p][-1][0]
+                                     for p in range(PARTITIONS)), 60,
+                         what=f"{type(r).__name__} to catch up")
+        except h.ClientTimeout as e:
+            reached = {p: r.seen[p][-1][0] if r.seen[p] else None for p in range(PARTITIONS)}
+            ends = {p: log[p][-1][0] for p in range(PARTITIONS)}
+            raise AssertionError(f"{e}: reached {reached}, log ends {ends}, errors {r.errors[:5]}\n"
+                                 "server log tail:\n" + "\n".join(server.log_lines[-40:])) from None
         r.stop.set()
         r.join(15)
         assert not r.errors, f"{type(r).__name__} errors: {r.errors[:5]}"
