@@ -74,12 +74,17 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
         snapshot_id = partition.snapshots.snapshot_for_fetch(fetch.fetch_offset, fetch.last_fetched_epoch)
         if snapshot_id is not None:
             return _snapshot_needed(fetch, partition, limits, snapshot_id), 0, True
+    if fetch.fetch_offset < log.log_start_offset:
+        return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True
     if limits.version >= 12 and fetch.last_fetched_epoch >= 0:
         diverging = _diverging_epoch(log, fetch)
         if diverging is not None:
+            if diverging.epoch < 0:
+                # Nothing of ours is at or below that epoch: Kafka answers out of range.
+                return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True
             return _data(fetch, partition, limits, EMPTY, diverging_epoch=diverging), 0, True
     upper = partition.high_watermark if limits.is_consumer else log.log_end_offset
-    if fetch.fetch_offset < log.log_start_offset or fetch.fetch_offset > upper:
+    if fetch.fetch_offset > upper:
         return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True
     budget = min(fetch.max_bytes, remaining)
     if fetch.fetch_offset == upper or (budget <= 0 and not min_one_batch):
