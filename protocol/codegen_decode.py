@@ -7,43 +7,22 @@ end raises IndexError/struct.error, which the public `decode` turns into DecodeE
 """
 from __future__ import annotations
 
-from .schema_model import FIXED_TYPES, NO_VERSIONS as _NONE, FieldSpec, StructSpec
+from .codegen_common import SourceEmitter
+from .schema_model import FIXED_TYPES, NO_VERSIONS as _NONE, FieldSpec
 
 
-class DecodeEmitter:
-    def __init__(self, ctx, struct: StructSpec):
-        self.ctx = ctx            # the VersionCompiler: version, flexible, constant pool
-        self.s = struct
-        self.lines: list[str] = []
-        self._tmp = 0
-
-    def tmp(self, base: str) -> str:
-        self._tmp += 1
-        return f"{base}{self._tmp}"
-
-    def emit(self, ind: int, line: str) -> None:
-        self.lines.append("    " * ind + line)
-
+class DecodeEmitter(SourceEmitter):
     # -- whole function -------------------------------------------------------------------
     def build(self) -> str:
         ctx, s = self.ctx, self.s
-        v = ctx.version
         self.emit(0, f"def _d_{s.name}(buf, pos, blen):")
         self.emit(1, f"o = _new({ctx.cls_ref(s)})")
-        present = [f for f in s.fields if v in f.versions]
-        regular = [f for f in present if v not in f.tagged]
-        tagged = sorted((f for f in present if v in f.tagged), key=lambda f: f.tag)
-        i = 0
-        while i < len(regular):
-            run = []
-            while i < len(regular) and ctx.is_fixed(regular[i]):
-                run.append(regular[i])
-                i += 1
-            if run:
-                self.fixed_run(1, run)
+        present, steps, tagged = self.layout()
+        for step in steps:
+            if isinstance(step, list):
+                self.fixed_run(1, step)
             else:
-                self.field(1, regular[i], f"o.{regular[i].attr}")
-                i += 1
+                self.field(1, step, f"o.{step.attr}")
         for f in s.fields:
             if f not in present or f in tagged:
                 self.emit(1, f"o.{f.attr} = {ctx.default_expr(f)}")

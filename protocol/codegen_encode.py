@@ -6,46 +6,24 @@ pieces are appended to the bytearray `out`; a bytes/records value is handed to `
 """
 from __future__ import annotations
 
-from .schema_model import FIXED_TYPES, NO_VERSIONS, FieldSpec, StructSpec
+from .codegen_common import SourceEmitter
+from .schema_model import FIXED_TYPES, NO_VERSIONS, FieldSpec
 
 
-class EncodeEmitter:
-    def __init__(self, ctx, struct: StructSpec):
-        self.ctx = ctx
-        self.s = struct
-        self.lines: list[str] = []
-        self._tmp = 0
-
-    def tmp(self, base: str) -> str:
-        self._tmp += 1
-        return f"{base}{self._tmp}"
-
-    def emit(self, ind: int, line: str) -> None:
-        self.lines.append("    " * ind + line)
-
+class EncodeEmitter(SourceEmitter):
     def build(self) -> str:
         ctx, s = self.ctx, self.s
-        v = ctx.version
         self.emit(0, f"def _e_{s.name}(o, out, parts):")
-        present = [f for f in s.fields if v in f.versions]
-        regular = [f for f in present if v not in f.tagged]
-        tagged = sorted((f for f in present if v in f.tagged), key=lambda f: f.tag)
-        i = 0
-        while i < len(regular):
-            run = []
-            while i < len(regular) and ctx.is_fixed(regular[i]):
-                run.append(regular[i])
-                i += 1
-            if run:
-                fmt = ">" + "".join(FIXED_TYPES[f.type][0] for f in run)
+        _, steps, tagged = self.layout()
+        for step in steps:
+            if isinstance(step, list):
+                fmt = ">" + "".join(FIXED_TYPES[f.type][0] for f in step)
                 args = ", ".join(f"o.{f.attr}.bytes" if f.type == "uuid" else f"o.{f.attr}"
-                                 for f in run)
+                                 for f in step)
                 self.emit(1, f"out += {ctx.struct_const(fmt)}.pack({args})")
             else:
-                f = regular[i]
-                self.emit(1, f"v = o.{f.attr}")
-                self.value(1, f, "v", zero_copy=True)
-                i += 1
+                self.emit(1, f"v = o.{step.attr}")
+                self.value(1, step, "v", zero_copy=True)
         if ctx.flexible:
             self.tag_section(1, tagged)
         self.emit(1, "return out")

@@ -7,7 +7,6 @@ log-start changes and the epoch cache are durable immediately, as in FileLog.
 """
 from __future__ import annotations
 
-import bisect
 import threading
 from dataclasses import dataclass, field
 

@@ -38,3 +38,12 @@ def leader_epoch_error(requested: int, ours: int) -> ErrorCode:
     if requested == -1 or requested == ours:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if requested < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def find_partition(ctx: HandlerContext, topic: str, index: int, current_leader_epoch: int = -1):
+    """(partition or None, error): unknown partition, else the KIP-320 epoch check — which comes
+    before any other per-partition check."""
+    partition = ctx.topics.partition(topic, index)
+    if partition is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return partition, leader_epoch_error(current_leader_epoch, partition.leader_epoch)

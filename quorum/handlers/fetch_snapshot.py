@@ -6,7 +6,7 @@ from kraftd.protocol.messages import FetchSnapshotResponse
 from kraftd.storage.snapshots import SnapshotId
 
 from ..outcomes import Respond
-from .context import leader_epoch_error
+from .context import find_partition
 
 TopicOut = FetchSnapshotResponse.TopicSnapshot
 PartitionOut = FetchSnapshotResponse.PartitionSnapshot
@@ -39,13 +39,12 @@ def _lookup(ctx, topic: str, p):
     sid = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
     out = PartitionOut(index=p.partition, error_code=0, snapshot_id=FetchSnapshotResponse.SnapshotId(
         end_offset=sid.end_offset, epoch=sid.epoch), size=-1, position=p.position, unaligned_records=b"")
-    partition = ctx.topics.partition(topic, p.partition)
-    if partition is None:
-        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    partition, error = find_partition(ctx, topic, p.partition, p.current_leader_epoch)
+    if error and partition is None:
+        out.error_code = error
         return out, None
-    epoch_error = leader_epoch_error(p.current_leader_epoch, partition.leader_epoch)
-    if epoch_error:
-        out.error_code = epoch_error
+    if error:
+        out.error_code = error
         out.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=ctx.node_id,
                                                                    leader_epoch=partition.leader_epoch)
         return out, None

@@ -5,7 +5,7 @@ from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import ListOffsetsResponse
 
 from ..outcomes import Respond
-from .context import leader_epoch_error
+from .context import find_partition
 
 TopicOut = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionOut = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -29,12 +29,9 @@ def handle(ctx, header, request, now_ms, peer):
 
 
 def _list_one(ctx, topic: str, wanted):
-    partition = ctx.topics.partition(topic, wanted.partition_index)
-    if partition is None:
-        return _error(wanted, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    epoch_error = leader_epoch_error(wanted.current_leader_epoch, partition.leader_epoch)
-    if epoch_error:
-        return _error(wanted, epoch_error)
+    partition, error = find_partition(ctx, topic, wanted.partition_index, wanted.current_leader_epoch)
+    if error:
+        return _error(wanted, error)
     log = partition.log
     ts = wanted.timestamp
     if ts == LATEST:

@@ -5,7 +5,7 @@ from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import OffsetForLeaderEpochResponse
 
 from ..outcomes import Respond
-from .context import leader_epoch_error
+from .context import find_partition
 
 TopicOut = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 PartitionOut = OffsetForLeaderEpochResponse.EpochEndOffset
@@ -18,12 +18,9 @@ def handle(ctx, header, request, now_ms, peer):
 
 
 def _end_offset(ctx, topic: str, wanted):
-    partition = ctx.topics.partition(topic, wanted.partition)
-    if partition is None:
-        return _error(wanted, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    epoch_error = leader_epoch_error(wanted.current_leader_epoch, partition.leader_epoch)
-    if epoch_error:
-        return _error(wanted, epoch_error)
+    partition, error = find_partition(ctx, topic, wanted.partition, wanted.current_leader_epoch)
+    if error:
+        return _error(wanted, error)
     log = partition.log
     epoch, end_offset = log.epoch_cache.end_offset_for(wanted.leader_epoch, log.log_end_offset)
     return PartitionOut(error_code=0, partition=wanted.partition, leader_epoch=epoch, end_offset=end_offset)
