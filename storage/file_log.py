@@ -27,20 +27,13 @@ import threading
 import zlib
 
 from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import (
-    decode_records,
-    iter_batch_headers,
-    patch_base_offset,
-    patch_leader_epoch,
-    set_log_append_time,
-    crc_ok,
-)
+from kraftd.protocol.records import decode_records
 
 from .atomic_file import atomic_write, fsync_dir
-from .errors import NonContiguousAppendError, OffsetOutOfRangeError
+from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
-from .log_base import AppendResult, PartitionLog, ReadResult, RecoveryReport
-from .producer_state import ProducerStateTable, last_sequence_of
+from .log_base import PartitionLog, ReadResult, RecoveryReport
+from .producer_state import ProducerStateTable
 from .segment import LogSegment
 
 __all__ = ["FileLog"]
@@ -100,56 +93,9 @@ class FileLog(PartitionLog):
         return sum(s.size for s in self._segments)
 
     # -- append -------------------------------------------------------------------------------
-    def append_as_leader(self, batches: bytearray, leader_epoch: int, *, now_ms: int,
-                         log_append_time: bool = False) -> AppendResult:
-        if not isinstance(batches, bytearray):
-            batches = bytearray(batches)
-        first = offset = self._leo
-        infos, meta = [], []
-        total = 0
-        for pos, h in iter_batch_headers(batches):
-            patch_base_offset(batches, pos, offset)
-            patch_leader_epoch(batches, pos, leader_epoch)
-            if log_append_time:
-                h = set_log_append_time(batches, pos, h, now_ms)
-            h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
-            infos.append((pos, offset, h.max_timestamp, h.size))
-            meta.append(h)
-            offset = h.next_offset
-            total += h.size
-        if not infos or total != len(batches):
-            raise ValueError("append_as_leader needs whole, valid record batches")
-        if self.epoch_cache.latest_epoch is None or leader_epoch > self.epoch_cache.latest_epoch:
-            # Checkpoint before data: after a crash it may name offsets past the log end, which
-            # recovery trims; it never misses an epoch whose data survived.
-            self.epoch_cache.assign(leader_epoch, first)
-        self._write(batches, infos, first, offset - 1)
-        self._update_producers(meta)
-        return _result(meta, now_ms if log_append_time else -1)
-
-    def append_as_follower(self, batches) -> AppendResult:
-        view = memoryview(batches)
-        infos, meta = [], []
-        expected = self._leo
-        total = 0
-        for pos, h in iter_batch_headers(view):
-            if h.base_offset != expected:
-                raise NonContiguousAppendError(f"batch at {h.base_offset}, log end is {expected}")
-            if h.magic != 2 or not crc_ok(view, pos, h):
-                raise NonContiguousAppendError(f"corrupt batch at offset {h.base_offset}")
-            infos.append((pos, h.base_offset, h.max_timestamp, h.size))
-            meta.append(h)
-            expected = h.next_offset
-            total += h.size
-        if not infos or total != len(view):
-            raise ValueError("append_as_follower needs whole record batches")
-        for h in meta:
-            latest = self.epoch_cache.latest_epoch
-            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
-                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        self._write(view, infos, meta[0].base_offset, expected - 1)
-        self._update_producers(meta)
-        return _result(meta, -1)
+    def _store(self, buf, placed) -> None:
+        infos = [(pos, h.base_offset, h.max_timestamp, h.size) for pos, h in placed]
+        self._write(buf, infos, placed[0][1].base_offset, placed[-1][1].last_offset)
 
     def _write(self, buf, infos, first: int, last: int) -> None:
         seg = self._segments[-1]
@@ -176,14 +122,6 @@ class FileLog(PartitionLog):
         """Seal the active segment now (if it holds anything)."""
         if self._segments[-1].size:
             self._roll()
-
-    def _update_producers(self, headers) -> None:
-        ps = self.producer_state
-        for h in headers:
-            if h.producer_id >= 0:
-                ps.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                          last_sequence_of(h.base_sequence, h.last_offset_delta),
-                          h.base_offset, h.last_offset, h.max_timestamp, is_control=h.is_control)
 
     # -- read ---------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
@@ -568,16 +506,6 @@ class FileLog(PartitionLog):
 
     def __repr__(self) -> str:
         return f"FileLog({self.dir!r}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"
-
-
-def _result(headers, log_append_time_ms: int) -> AppendResult:
-    max_ts, off_max = -1, -1
-    for h in headers:
-        if h.max_timestamp > max_ts:
-            max_ts, off_max = h.max_timestamp, h.last_offset
-    if off_max < 0:
-        off_max = headers[-1].last_offset
-    return AppendResult(headers[0].base_offset, headers[-1].last_offset, max_ts, off_max, log_append_time_ms)
 
 
 def _read_int_file(path: str) -> int | None:

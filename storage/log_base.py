@@ -9,8 +9,12 @@ import abc
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kraftd.protocol.records import (BatchHeader, crc_ok, iter_batch_headers, patch_base_offset,
+                                     patch_leader_epoch, set_log_append_time)
+
+from .errors import NonContiguousAppendError
 from .leader_epoch_cache import LeaderEpochCache
-from .producer_state import ProducerStateTable
+from .producer_state import ProducerStateTable, last_sequence_of
 
 __all__ = ["AppendResult", "ReadResult", "Region", "PartitionLog", "RecoveryReport"]
 
@@ -84,15 +88,74 @@ class PartitionLog(abc.ABC):
     def flushed_offset(self) -> int:
         """Every offset below this is durable."""
 
-    @abc.abstractmethod
     def append_as_leader(
         self, batches: bytearray, leader_epoch: int, *, now_ms: int, log_append_time: bool = False
     ) -> AppendResult:
         """Assign offsets from the log end (patching baseOffset/partitionLeaderEpoch in place)."""
+        if not isinstance(batches, bytearray):
+            batches = bytearray(batches)
+        offset = self.log_end_offset
+        placed: list[tuple[int, BatchHeader]] = []
+        for pos, h in list(iter_batch_headers(batches)):
+            patch_base_offset(batches, pos, offset)
+            patch_leader_epoch(batches, pos, leader_epoch)
+            if log_append_time:
+                h = set_log_append_time(batches, pos, h, now_ms)
+            h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            placed.append((pos, h))
+            offset = h.next_offset
+        if not placed or sum(h.size for _, h in placed) != len(batches):
+            raise ValueError("append_as_leader needs whole, valid record batches")
+        latest = self.epoch_cache.latest_epoch
+        if latest is None or leader_epoch > latest:
+            # Checkpoint before data: after a crash it may name offsets past the log end, which
+            # recovery trims; it never misses an epoch whose data survived.
+            self.epoch_cache.assign(leader_epoch, placed[0][1].base_offset)
+        return self._append(batches, placed, now_ms if log_append_time else -1)
 
-    @abc.abstractmethod
     def append_as_follower(self, batches) -> AppendResult:
         """Append batches that already carry offsets/epochs; they must start at the log end."""
+        view = memoryview(batches)
+        expected = self.log_end_offset
+        placed: list[tuple[int, BatchHeader]] = []
+        for pos, h in iter_batch_headers(view):
+            if h.base_offset != expected:
+                raise NonContiguousAppendError(f"batch at {h.base_offset}, log end is {expected}")
+            if h.magic != 2 or not crc_ok(view, pos, h):
+                raise NonContiguousAppendError(f"corrupt batch at offset {h.base_offset}")
+            placed.append((pos, h))
+            expected = h.next_offset
+        if not placed or sum(h.size for _, h in placed) != len(view):
+            raise ValueError("append_as_follower needs whole record batches")
+        for _, h in placed:
+            latest = self.epoch_cache.latest_epoch
+            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        return self._append(view, placed, -1)
+
+    def _append(self, buf, placed: list, log_append_time_ms: int) -> AppendResult:
+        self._store(buf, placed)
+        headers = [h for _, h in placed]
+        self._update_producers(headers)
+        max_ts, offset_of_max = -1, headers[-1].last_offset
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.last_offset
+        return AppendResult(headers[0].base_offset, headers[-1].last_offset, max_ts, offset_of_max,
+                            log_append_time_ms)
+
+    def _update_producers(self, headers) -> None:
+        """Idempotent-producer state follows every appended (or recovered) batch."""
+        producers = self.producer_state
+        for h in headers:
+            if h.producer_id >= 0:
+                producers.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                 last_sequence_of(h.base_sequence, h.last_offset_delta),
+                                 h.base_offset, h.last_offset, h.max_timestamp, is_control=h.is_control)
+
+    @abc.abstractmethod
+    def _store(self, buf, placed: list[tuple[int, BatchHeader]]) -> None:
+        """Write whole batches, found at these positions of `buf`, at the log end."""
 
     @abc.abstractmethod
     def read(

@@ -10,20 +10,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from kraftd.protocol.records import (
-    BatchHeader,
-    crc_ok,
-    decode_records,
-    iter_batch_headers,
-    patch_base_offset,
-    patch_leader_epoch,
-    set_log_append_time,
-)
+from kraftd.protocol.records import decode_records
 
-from .errors import NonContiguousAppendError, OffsetOutOfRangeError
+from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
-from .log_base import AppendResult, PartitionLog, ReadResult
-from .producer_state import ProducerStateTable, last_sequence_of
+from .log_base import PartitionLog, ReadResult
+from .producer_state import ProducerStateTable
 
 __all__ = ["MemoryLog", "MemoryRegion"]
 
@@ -84,49 +76,8 @@ class MemoryLog(PartitionLog):
         return list(self._segments)
 
     # -- append -----------------------------------------------------------------------------
-    def append_as_leader(self, batches: bytearray, leader_epoch: int, *, now_ms: int,
-                         log_append_time: bool = False) -> AppendResult:
-        if not isinstance(batches, bytearray):
-            batches = bytearray(batches)
-        offset = self._leo
-        items = []
-        for pos, h in list(iter_batch_headers(batches)):
-            patch_base_offset(batches, pos, offset)
-            patch_leader_epoch(batches, pos, leader_epoch)
-            if log_append_time:
-                h = set_log_append_time(batches, pos, h, now_ms)
-            h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
-            items.append((h, bytes(batches[pos:pos + h.size])))
-            offset = h.next_offset
-        if not items or sum(h.size for h, _ in items) != len(batches):
-            raise ValueError("append_as_leader needs whole, valid record batches")
-        latest = self.epoch_cache.latest_epoch
-        if latest is None or leader_epoch > latest:
-            self.epoch_cache.assign(leader_epoch, items[0][0].base_offset)
-        self._store(items)
-        return self._result(items, now_ms if log_append_time else -1)
-
-    def append_as_follower(self, batches) -> AppendResult:
-        view = memoryview(batches)
-        items = []
-        expected = self._leo
-        for pos, h in iter_batch_headers(view):
-            if h.base_offset != expected:
-                raise NonContiguousAppendError(f"batch at {h.base_offset}, log end is {expected}")
-            if h.magic != 2 or not crc_ok(view, pos, h):
-                raise NonContiguousAppendError(f"corrupt batch at offset {h.base_offset}")
-            items.append((h, bytes(view[pos:pos + h.size])))
-            expected = h.next_offset
-        if not items or sum(h.size for h, _ in items) != len(view):
-            raise ValueError("append_as_follower needs whole record batches")
-        for h, _ in items:
-            latest = self.epoch_cache.latest_epoch
-            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
-                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        self._store(items)
-        return self._result(items, -1)
-
-    def _store(self, items) -> None:
+    def _store(self, buf, placed) -> None:
+        items = [(h, bytes(buf[pos:pos + h.size])) for pos, h in placed]
         total = sum(h.size for h, _ in items)
         seg = self._segments[-1]
         last = items[-1][0].last_offset
@@ -137,24 +88,8 @@ class MemoryLog(PartitionLog):
             seg.headers.append(h)
             seg.data.append(data)
             seg.size += h.size
-            self._update_producer(h)
         with self._lock:
             self._leo = last + 1
-
-    def _update_producer(self, h: BatchHeader) -> None:
-        if h.producer_id >= 0:
-            self.producer_state.update(
-                h.producer_id, h.producer_epoch, h.base_sequence,
-                last_sequence_of(h.base_sequence, h.last_offset_delta),
-                h.base_offset, h.last_offset, h.max_timestamp, is_control=h.is_control)
-
-    @staticmethod
-    def _result(items, log_append_time_ms: int) -> AppendResult:
-        max_ts, off = -1, items[-1][0].last_offset
-        for h, _ in items:
-            if h.max_timestamp > max_ts:
-                max_ts, off = h.max_timestamp, h.last_offset
-        return AppendResult(items[0][0].base_offset, items[-1][0].last_offset, max_ts, off, log_append_time_ms)
 
     # -- read -------------------------------------------------------------------------------
     def _batches(self):
@@ -236,9 +171,7 @@ class MemoryLog(PartitionLog):
             self._flushed = min(self._flushed, new_leo)
         self.epoch_cache.truncate_from_end(new_leo)
         self.producer_state = ProducerStateTable()
-        for _, h, _ in self._batches():
-            if h.last_offset >= self._log_start:
-                self._update_producer(h)
+        self._update_producers(h for _, h, _ in self._batches() if h.last_offset >= self._log_start)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self._segments = [_Segment(offset)]
