@@ -72,21 +72,6 @@ class FileLog(PartitionLog):
         self.recovery_report = self._open()
 
     # -- properties ---------------------------------------------------------------------------
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo
-
-    @property
-    def flushed_offset(self) -> int:
-        return self._flushed
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        return list(self._segments)
 
     @property
     def size_in_bytes(self) -> int:

@@ -75,18 +75,28 @@ class PartitionLog(abc.ABC):
     epoch_cache: LeaderEpochCache
     producer_state: ProducerStateTable
 
-    @property
-    @abc.abstractmethod
-    def log_start_offset(self) -> int: ...
+    # Implementations keep these four fields; appends and flushes update them.
+    _log_start: int
+    _leo: int
+    _flushed: int
+    _segments: list
 
     @property
-    @abc.abstractmethod
-    def log_end_offset(self) -> int: ...
+    def log_start_offset(self) -> int:
+        return self._log_start
 
     @property
-    @abc.abstractmethod
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
     def flushed_offset(self) -> int:
         """Every offset below this is durable."""
+        return self._flushed
+
+    @property
+    def segments(self) -> list:
+        return list(self._segments)
 
     def append_as_leader(
         self, batches: bytearray, leader_epoch: int, *, now_ms: int, log_append_time: bool = False

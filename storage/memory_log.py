@@ -59,21 +59,6 @@ class MemoryLog(PartitionLog):
         self.epoch_cache = LeaderEpochCache(None)
         self.producer_state = ProducerStateTable()
 
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo
-
-    @property
-    def flushed_offset(self) -> int:
-        return self._flushed
-
-    @property
-    def segments(self) -> list:
-        return list(self._segments)
 
     # -- append -----------------------------------------------------------------------------
     def _store(self, buf, placed) -> None:
