@@ -27,7 +27,7 @@ from bench.common import Context  # noqa: E402
 
 # Bench modules, in run order.  Add a bench: create bench/<name>.py with NAME, run(ctx) and
 # report(result), and list it here.
-BENCHES = ["raw_consume", "clients", "small_requests"]
+BENCHES = ["raw_consume", "clients", "small_requests", "fetch_sessions", "snapshots"]
 ALL_SYSTEMS = ["kraftd", "tansu", "ceiling"]
 
 
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ctx.options["client_time_box"] = args.client_time_box or (10.0 if q else 20.0)
     ctx.options["warmup_s"] = 0.5 if q else 1.0
     ctx.options["small_topic"] = args.small_topic
+    # benches that start their own kraftd (fetch_sessions, snapshots) use these too
+    ctx.options["kraftd_args"] = list(args.kraftd_arg)
+    ctx.options["start_timeout"] = args.start_timeout
     ctx.log(f"kraftd bench: systems={systems} benches={benches} data={ctx.data_mib} MiB "
             f"repeats={ctx.repeats}")
     results: dict = dict(
