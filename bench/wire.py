@@ -35,6 +35,7 @@ from kio.static.constants import EntityType
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = (
     0, 1, 2, 3, 18, 19, 20)
+FETCH_SNAPSHOT = 59
 
 _KIO_MODULE = {
     PRODUCE: "produce",
@@ -44,6 +45,7 @@ _KIO_MODULE = {
     API_VERSIONS: "api_versions",
     CREATE_TOPICS: "create_topics",
     DELETE_TOPICS: "delete_topics",
+    FETCH_SNAPSHOT: "fetch_snapshot",
 }
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -60,11 +62,12 @@ BENCH_RANGE = {
     API_VERSIONS: (0, 0),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
+    FETCH_SNAPSHOT: (0, 1),
 }
 
 FLEXIBLE_MIN = {
     PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 6, METADATA: 9, API_VERSIONS: 3,
-    CREATE_TOPICS: 5, DELETE_TOPICS: 4,
+    CREATE_TOPICS: 5, DELETE_TOPICS: 4, FETCH_SNAPSHOT: 0,
 }
 
 _i32 = struct.Struct(">i")
