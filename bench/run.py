@@ -59,6 +59,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="max seconds per real-client pass (default 20; --quick 10)")
     p.add_argument("--small-topic", choices=["small", "data"], default="small",
                    help="small-request target: a 16-record topic (default) or the dataset")
+    p.add_argument("--snapshot-keys", type=int, default=None,
+                   help="keys in the snapshots bench's state (default 1,000,000)")
+    p.add_argument("--session-blocks", type=int, default=None,
+                   help="fetch_sessions blocks of 10 full + 100 incremental rounds "
+                        "(default 5; --quick 2 blocks of 5 + 50)")
     p.add_argument("--kraftd-arg", action="append", default=[],
                    help="extra argument for `kraftd serve` (repeatable)")
     p.add_argument("--start-timeout", type=float, default=30.0,
@@ -101,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     # benches that start their own kraftd (fetch_sessions, snapshots) use these too
     ctx.options["kraftd_args"] = list(args.kraftd_arg)
     ctx.options["start_timeout"] = args.start_timeout
+    ctx.options["snapshot_keys"] = args.snapshot_keys
+    ctx.options["fs_blocks"] = args.session_blocks
     ctx.log(f"kraftd bench: systems={systems} benches={benches} data={ctx.data_mib} MiB "
             f"repeats={ctx.repeats}")
     results: dict = dict(
