@@ -184,6 +184,11 @@ class RecordingProxy:
                     pass
 
     # -- queries ------------------------------------------------------------------------------
+    def mark(self) -> int:
+        """The sequence number the next request will get (to split the record at an event)."""
+        with self._lock:
+            return self._seq
+
     def snapshot(self, api_key: int | None = None, client_id: str | None = None,
                  answered: bool = True) -> list[Exchange]:
         with self._lock:
@@ -202,10 +207,11 @@ class RecordingProxy:
                     names[t.topic_id] = t.name
         return names
 
-    def metadata_epochs(self, topic: str) -> list[tuple[int, dict]]:
-        """[(seq, {partition: leader_epoch})] for every answered Metadata naming `topic`."""
+    def metadata_epochs(self, topic: str, client_id: str | None = None) -> list[tuple[int, dict]]:
+        """[(seq, {partition: leader_epoch})] for every answered Metadata naming `topic`
+        (sent by `client_id`, if given)."""
         out = []
-        for ex in self.snapshot(api.METADATA):
+        for ex in self.snapshot(api.METADATA, client_id):
             for t in ex.response.topics:
                 if t.name == topic and t.error_code == 0:
                     out.append((ex.seq, {p.partition_index: p.leader_epoch for p in t.partitions}))
@@ -241,6 +247,33 @@ def fetch_response_partitions(ex: Exchange, names: dict | None = None) -> dict:
         name = t.topic if ex.api_version < 13 else (names or {}).get(t.topic_id, t.topic_id)
         for p in t.partitions:
             out[(name, p.partition_index)] = p
+    return out
+
+
+def epoch_checks(ex: Exchange, topic: str, names: dict | None = None) -> list[tuple]:
+    """[(api_key, partition, current_leader_epoch, error_code)] for the partitions of `topic`
+    in an answered Fetch, ListOffsets or OffsetForLeaderEpoch exchange."""
+    out = []
+    if ex.api_key == api.FETCH:
+        sent = fetch_request_partitions(ex, names)
+        got = fetch_response_partitions(ex, names)
+        for (t, p), fp in sent.items():
+            if t == topic:
+                err = got[(t, p)].error_code if (t, p) in got else ex.response.error_code
+                out.append((ex.api_key, p, fp.current_leader_epoch, err))
+    elif ex.api_key == api.LIST_OFFSETS:
+        errs = {(t.name, p.partition_index): p.error_code for t in ex.response.topics for p in t.partitions}
+        for t in ex.request.topics:
+            for p in t.partitions:
+                if t.name == topic:
+                    out.append((ex.api_key, p.partition_index, p.current_leader_epoch,
+                                errs.get((t.name, p.partition_index))))
+    elif ex.api_key == api.OFFSET_FOR_LEADER_EPOCH:
+        errs = {(t.topic, p.partition): p.error_code for t in ex.response.topics for p in t.partitions}
+        for t in ex.request.topics:
+            for p in t.partitions:
+                if t.topic == topic:
+                    out.append((ex.api_key, p.partition, p.current_leader_epoch, errs.get((t.topic, p.partition))))
     return out
 
 
