@@ -113,17 +113,23 @@ class Node:
         partition.snapshots = snapshots
         self.snapshots[partition.key] = snapshots
 
-    def _begin_epoch(self, partition: Partition, now_ms: int) -> None:
+    def _begin_epoch(self, partition: Partition, now_ms: int, *, durable: bool = True) -> None:
+        """Give the epoch its start offset (a LeaderChange batch). At startup (in a thread,
+        before serving) it is fsynced at once; a topic created while serving leaves that to the
+        group commit, so CreateTopics costs no fsync on the event loop."""
         partition.log.append_as_leader(self._leadership.leader_change_batch(now_ms), self._leadership.epoch,
                                        now_ms=now_ms)
-        partition.log.flush()
-        partition.after_flush(partition.log.log_end_offset)
+        if durable:
+            partition.log.flush()
+            partition.after_flush(partition.log.log_end_offset)
+        else:
+            self._dirty[partition.key] = partition
         partition.after_append()
 
     def _create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
         topic = self.topics.create(name, partitions, configs)
         for partition in topic.partitions:
-            self._begin_epoch(partition, self._now_ms)
+            self._begin_epoch(partition, self._now_ms, durable=False)
         return topic
 
     # -- driving the core ------------------------------------------------------------------

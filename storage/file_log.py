@@ -61,13 +61,14 @@ class FileLog(PartitionLog):
         self._lock = threading.Lock()
         self._dirty: dict[int, LogSegment] = {}
         self._dir_dirty = False
+        self._new_dir = False
         self._generation = 0  # bumped by truncation: a flush snapshot from before is stale
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._leo = 0
         self._log_start = 0
         self._flushed = 0
-        self.epoch_cache = LeaderEpochCache(os.path.join(self.dir, EPOCH_CHECKPOINT_FILE))
+        self.epoch_cache = LeaderEpochCache(os.path.join(self.dir, EPOCH_CHECKPOINT_FILE), deferred=True)
         self.producer_state = ProducerStateTable()
         self.recovery_report = self._open()
 
@@ -168,10 +169,15 @@ class FileLog(PartitionLog):
             self._dirty.clear()
             dir_dirty, self._dir_dirty = self._dir_dirty, False
         try:
+            # Epochs first: once data is durable, the checkpoint must know its epochs.
+            self.epoch_cache.write_checkpoint()
             for seg in segs:
                 seg.fsync()
             if dir_dirty:
                 fsync_dir(self.dir)
+                if self._new_dir:  # and the directory's own entry in the data dir
+                    fsync_dir(os.path.dirname(self.dir) or ".")
+                    self._new_dir = False
         except BaseException:
             with self._lock:
                 for seg in segs:
@@ -216,6 +222,7 @@ class FileLog(PartitionLog):
             self._flushed = min(self._flushed, new_leo)
         self._write_recovery_point(self._flushed, clean=False, durable=True)
         self.epoch_cache.truncate_from_end(new_leo)
+        self.epoch_cache.write_checkpoint()  # truncations are rare: durable at once
         self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -233,6 +240,7 @@ class FileLog(PartitionLog):
             self._leo = self._log_start = self._flushed = offset
         self._write_recovery_point(offset, clean=False, durable=True)
         self.epoch_cache.clear()
+        self.epoch_cache.write_checkpoint()
         self.producer_state.clear()
 
     def advance_log_start(self, offset: int) -> None:
@@ -355,10 +363,13 @@ class FileLog(PartitionLog):
         report.clean_shutdown = clean
         bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
                        if n.endswith(".log") and n[:-4].isdigit())
-        if not bases:
+        fresh = not bases
+        if fresh:
+            # A new partition: nothing to make durable yet. The first flush fsyncs the directory
+            # (and its parent) before any data counts as durable, so creating topics costs no fsync.
             bases = [log_start or 0]
             LogSegment(self.dir, bases[0], create=True).close()
-            fsync_dir(self.dir)
+            self._dir_dirty = self._new_dir = True
         first_unflushed = max(0, bisect.bisect_right(bases, rp) - 1)
         new_epochs: list[tuple[int, int]] = []
         scanned: list[LogSegment] = []
@@ -405,10 +416,11 @@ class FileLog(PartitionLog):
         if active not in scanned:  # clean shutdown: its end offset comes from the index tail
             active.next_offset = self._scan_end(active)
         self._leo = active.next_offset
-        for seg in scanned:
-            seg.fsync()
-        if scanned:
-            fsync_dir(self.dir)
+        if not fresh:  # recovered bytes are durable before anything counts them as flushed
+            for seg in scanned:
+                seg.fsync()
+            if scanned:
+                fsync_dir(self.dir)
         self._flushed = self._leo
         self._log_start = max(log_start or 0, self._bases[0])
         if self._log_start > self._leo:
@@ -420,7 +432,9 @@ class FileLog(PartitionLog):
                 self.epoch_cache.assign(epoch, start)
         self.epoch_cache.truncate_from_start(self._log_start)
         self._load_producer_state(clean)
-        self._write_recovery_point(self._leo, clean=False, durable=True)
+        # Recovery scans only past the recovery point: the epochs below it must be on disk first.
+        self.epoch_cache.write_checkpoint()
+        self._write_recovery_point(self._leo, clean=False, durable=not fresh)
         report.segments = len(self._segments)
         report.log_start_offset, report.log_end_offset = self._log_start, self._leo
         return report

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from typing import NamedTuple
 
 from .atomic_file import atomic_write
@@ -42,10 +43,16 @@ class EpochEntry(NamedTuple):
 class LeaderEpochCache:
     """Sorted (epoch, start_offset) entries; both strictly increasing. `path=None` → in memory."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, deferred: bool = False):
+        """With `deferred`, changes mark the checkpoint dirty and `write_checkpoint()` (the
+        log's flush) writes it: FileLog re-derives epochs from the batches it scans after its
+        recovery point, so the file only has to be current for data that has been flushed."""
         self._path = os.fspath(path) if path is not None else None
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._deferred = deferred
+        self._dirty = False
+        self._lock = threading.Lock()  # write_checkpoint() runs on the flusher's thread
         if self._path is not None and os.path.exists(self._path):
             for epoch, start in _read_checkpoint(self._path):
                 self._assign(epoch, start)
@@ -102,7 +109,8 @@ class LeaderEpochCache:
         if end_offset < 0 or not self._starts or self._starts[-1] < end_offset:
             return
         i = bisect.bisect_left(self._starts, end_offset)
-        del self._epochs[i:], self._starts[i:]
+        with self._lock:
+            del self._epochs[i:], self._starts[i:]
         self._write()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -111,19 +119,25 @@ class LeaderEpochCache:
         if i == 0 or (i == 1 and self._starts[0] == start_offset):
             return
         keep_epoch = self._epochs[i - 1]
-        del self._epochs[:i], self._starts[:i]
-        self._epochs.insert(0, keep_epoch)
-        self._starts.insert(0, start_offset)
+        with self._lock:
+            del self._epochs[:i], self._starts[:i]
+            self._epochs.insert(0, keep_epoch)
+            self._starts.insert(0, start_offset)
         self._write()
 
     def clear(self) -> None:
         if self._epochs:
-            self._epochs.clear()
-            self._starts.clear()
+            with self._lock:
+                self._epochs.clear()
+                self._starts.clear()
             self._write()
 
     # -- internals ----------------------------------------------------------------------------
     def _assign(self, epoch: int, start: int) -> bool:
+        with self._lock:
+            return self._assign_locked(epoch, start)
+
+    def _assign_locked(self, epoch: int, start: int) -> bool:
         if epoch < 0 or start < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start})")
         if self._epochs and epoch == self._epochs[-1] and start >= self._starts[-1]:
@@ -138,8 +152,26 @@ class LeaderEpochCache:
     def _write(self) -> None:
         if self._path is None:
             return
-        lines = [str(_CHECKPOINT_VERSION), str(len(self._epochs))]
-        lines += [f"{e} {s}" for e, s in zip(self._epochs, self._starts)]
+        if self._deferred:
+            self._dirty = True
+            return
+        self._write_file(list(zip(self._epochs, self._starts)))
+
+    def write_checkpoint(self) -> None:
+        """Write the checkpoint if it changed since the last write (deferred mode)."""
+        with self._lock:
+            if not self._dirty or self._path is None:
+                return
+            entries = list(zip(self._epochs, self._starts))
+            self._dirty = False
+        try:
+            self._write_file(entries)
+        except BaseException:
+            self._dirty = True
+            raise
+
+    def _write_file(self, entries: list[tuple[int, int]]) -> None:
+        lines = [str(_CHECKPOINT_VERSION), str(len(entries))] + [f"{e} {s}" for e, s in entries]
         atomic_write(self._path, ("\n".join(lines) + "\n").encode())
 
     def __repr__(self) -> str:
