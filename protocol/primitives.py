@@ -9,6 +9,7 @@ import struct
 import uuid
 
 from .errors import DecodeError
+from .varint import append_unsigned
 
 __all__ = [
     "ZERO_UUID",
@@ -72,10 +73,7 @@ def uvarint_bytes(n: int) -> bytes:
     if n > 0xFFFFFFFF:
         raise ValueError(f"unsigned varint cannot encode {n} (more than 32 bits)")
     out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    append_unsigned(out, n)
     return bytes(out)
 
 

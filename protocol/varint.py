@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .errors import CorruptRecordError
 
-__all__ = ["encode_varint", "write_varint", "read_varint", "read_varint_slow", "varint_size"]
+__all__ = ["encode_varint", "write_varint", "append_unsigned", "read_varint", "read_varint_slow", "varint_size"]
 
 # Single-byte encodings of -64..63: by far the most common case (small lengths and deltas).
 _SMALL = {v: bytes([(v << 1) ^ (v >> 63)]) for v in range(-64, 64)}
@@ -15,16 +15,20 @@ def _zigzag(v: int) -> int:
     return v << 1 if v >= 0 else ((-v) << 1) - 1
 
 
+def append_unsigned(out: bytearray, n: int) -> None:
+    """LEB128 of a non-negative int: seven bits a byte, high bit set on all but the last."""
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
 def encode_varint(v: int) -> bytes:
     b = _SMALL.get(v)
     if b is not None:
         return b
-    z = _zigzag(v)
     out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    append_unsigned(out, _zigzag(v))
     return bytes(out)
 
 
@@ -33,11 +37,7 @@ def write_varint(out: bytearray, v: int) -> None:
     if b is not None:
         out += b
         return
-    z = _zigzag(v)
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    append_unsigned(out, _zigzag(v))
 
 
 def varint_size(v: int) -> int:

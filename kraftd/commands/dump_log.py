@@ -54,24 +54,24 @@ def dump(path: str, records: bool, data: bool, out) -> int:
         elif records:
             for r in decode_records(memoryview(buf)[pos:pos + h.size], h):
                 line = (f"| offset: {r.offset} {'LogAppendTime' if h.timestamp_type else 'CreateTime'}: "
-                        f"{r.timestamp} keySize: {_size(r.key)} valueSize: {_size(r.value)} "
+                        f"{r.timestamp} keySize: {field_size(r.key)} valueSize: {field_size(r.value)} "
                         f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
                 if h.is_control:
                     _, control_type = parse_control_record_key(r.key)
                     name = ControlType(control_type).name if control_type in iter(ControlType) else "UNKNOWN"
                     line += f" controlType: {name}({control_type})"
                 elif data:
-                    line += f" key: {_show(r.key)} payload: {_show(r.value)}"
+                    line += f" key: {printable(r.key)} payload: {printable(r.value)}"
                 out.write(line + "\n")
         pos += h.size
     return status
 
 
-def _size(value) -> int:
+def field_size(value) -> int:
     return -1 if value is None else len(value)
 
 
-def _show(value) -> str:
+def printable(value) -> str:
     if value is None:
         return "null"
     return bytes(value).decode("utf-8", errors="backslashreplace")

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from .dump_log import field_size, printable
+
 DEFAULT_SERVER = "http://127.0.0.1:9464"
 
 
@@ -97,7 +99,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         for n, (key, value) in enumerate(reader.items()):
             if n >= args.records:
                 break
-            out.write(f"  {_show(key)} (value {_size(value)} bytes)\n")
+            out.write(f"  {printable(key)} (value {field_size(value)} bytes)\n")
     return 0
 
 
@@ -158,12 +160,3 @@ def run_create(args: argparse.Namespace) -> int:
     print(f"snapshot of {args.topic}-{args.partition} requested")
     return 0
 
-
-def _size(value) -> int:
-    return -1 if value is None else len(value)
-
-
-def _show(value) -> str:
-    if value is None:
-        return "null"
-    return bytes(value).decode("utf-8", errors="backslashreplace")
