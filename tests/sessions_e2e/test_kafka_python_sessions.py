@@ -244,7 +244,7 @@ def test_kafka_python_session_eviction_falls_back_to_full_fetch(kraftd_factory, 
     assigned = {(topic, p) for p in busy}
     for client_id in ("evict-a", "evict-b"):
         fetches = proxy.snapshot(api.FETCH, client_id)
-        dump = describe_fetches(fetches, 200)
+        dump = describe_fetches(fetches, limit=200)
         not_found = [i for i, ex in enumerate(fetches) if ex.response.error_code == FETCH_SESSION_ID_NOT_FOUND]
         if client_id == "evict-a":
             assert not_found, "consumer A's session was never reported evicted (no error 70)\n" + dump

@@ -185,7 +185,7 @@ def test_restart_between_polls_fences_and_resumes_exactly(kraftd_factory, proxy,
                  if ex.api_key in (api.FETCH, api.LIST_OFFSETS, api.OFFSET_FOR_LEADER_EPOCH)]
     before = [c for ex in exchanges if ex.seq < restart_seq for c in epoch_checks(ex, topic, names)]
     after = [(ex, c) for ex in exchanges if ex.seq >= restart_seq for c in epoch_checks(ex, topic, names)]
-    dump = describe_fetches([ex for ex in exchanges if ex.api_key == api.FETCH and ex.seq >= restart_seq - 3])
+    dump = describe_fetches([ex for ex in exchanges if ex.api_key == api.FETCH and ex.seq >= restart_seq - 3], names)
     assert any(k == api.FETCH and e == epoch1 and err == 0 for k, _, e, err in before), \
         f"before the restart the client did not fetch with epoch {epoch1}: {before[:5]}"
     fenced = []
@@ -207,7 +207,29 @@ def test_restart_between_polls_fences_and_resumes_exactly(kraftd_factory, proxy,
     # Proof of one of the two paths: fenced with 74, or the new epoch learned from Metadata.
     learned = [ep for seq, ep in proxy.metadata_epochs(topic, reader.client_id) if seq >= restart_seq and ep.get(0) == epoch2]
     assert fenced or learned, f"{client}: neither fenced nor a Metadata with epoch {epoch2}\n{dump}"
+    # Fetch sessions do not survive a restart: an incremental fetch in a session opened before
+    # it gets FETCH_SESSION_ID_NOT_FOUND, and the client starts over with a full fetch.
+    fetches = [ex for ex in exchanges if ex.api_key == api.FETCH]
+    old_sessions = {ex.response.session_id for ex in fetches if ex.seq < restart_seq} - {0}
+    for i, ex in enumerate(fetches):
+        if ex.seq >= restart_seq and ex.request.session_id in old_sessions and ex.request.session_epoch > 0:
+            assert ex.response.error_code == 70, f"a pre-restart session answered after the restart\n{dump}"
+            if i + 1 < len(fetches):
+                assert fetches[i + 1].request.session_epoch in (0, -1), dump
+    # KIP-320 position validation (both clients do it once they see the new epoch): the old
+    # epoch ends exactly where the log ended before the restart, so no truncation is reported.
+    end1 = max(o for o, v in got if v.startswith(b"before")) + 1
+    validated = []
+    for ex in exchanges:
+        if ex.api_key == api.OFFSET_FOR_LEADER_EPOCH and ex.seq >= restart_seq:
+            asked = {(t.topic, p.partition): p.leader_epoch for t in ex.request.topics for p in t.partitions}
+            for t in ex.response.topics:
+                for p in t.partitions:
+                    if t.topic == topic and p.error_code == 0 and asked.get((topic, p.partition)) == epoch1:
+                        assert (p.leader_epoch, p.end_offset) == (epoch1, end1), \
+                            f"OffsetForLeaderEpoch({epoch1}) answered {(p.leader_epoch, p.end_offset)}, want {(epoch1, end1)}"
+                        validated.append(p.end_offset)
     if client_epoch1 is not None:
         assert client_epoch1 == epoch1 and client_epoch2 == epoch2, (client_epoch1, client_epoch2, epoch1, epoch2)
     print(f"{client} crash={crash}: epochs {epoch1}->{epoch2}, fenced={fenced}, "
-          f"metadata refreshes with new epoch={len(learned)}")
+          f"metadata refreshes with new epoch={len(learned)}, validated end offsets={validated}")

@@ -107,8 +107,6 @@ class RecordingProxy:
                 chunk = src.recv(1 << 20)
                 if not chunk:
                     break
-                if not to_server:
-                    dst.sendall(chunk)
                 buf += chunk
                 while len(buf) >= 4:
                     size, = struct.unpack_from(">i", buf, 0)
@@ -117,12 +115,11 @@ class RecordingProxy:
                     frame = bytes(buf[4:4 + size])
                     del buf[:4 + size]
                     try:
+                        # A request is registered before the server can see (and answer) it.
                         (self._on_request if to_server else self._on_response)(conn, frame)
                     except Exception as exc:  # never disturb the forwarding
                         self.errors.append(f"{'request' if to_server else 'response'} parse: {exc!r}")
-                if to_server:
-                    # A request is registered before the server can see (and answer) it.
-                    dst.sendall(chunk)
+                    dst.sendall(struct.pack(">i", size) + frame)
         except OSError:
             pass
         finally:
@@ -150,6 +147,7 @@ class RecordingProxy:
             except Exception as exc:
                 ex.decode_error = f"request: {exc!r}"
                 self.errors.append(ex.decode_error)
+        return ex
 
     def _on_response(self, conn: _Conn, frame: bytes) -> None:
         corr, = struct.unpack_from(">i", frame, 0)
@@ -167,6 +165,7 @@ class RecordingProxy:
                 self.errors.append(ex.decode_error)
         else:
             ex.response = True
+        return ex
 
     def close(self) -> None:
         self._closed = True
@@ -255,6 +254,8 @@ def epoch_checks(ex: Exchange, topic: str, names: dict | None = None) -> list[tu
     in an answered Fetch, ListOffsets or OffsetForLeaderEpoch exchange."""
     out = []
     if ex.api_key == api.FETCH:
+        if ex.response.error_code != 0:
+            return out  # a session-level error (70/71): no partition was looked at
         sent = fetch_request_partitions(ex, names)
         got = fetch_response_partitions(ex, names)
         for (t, p), fp in sent.items():
@@ -277,17 +278,17 @@ def epoch_checks(ex: Exchange, topic: str, names: dict | None = None) -> list[tu
     return out
 
 
-def describe_fetches(exs: list[Exchange], limit: int = 40) -> str:
+def describe_fetches(exs: list[Exchange], names: dict | None = None, limit: int = 40) -> str:
     lines = []
     for ex in exs[:limit]:
         req = ex.request
-        sent = {k: (p.fetch_offset, p.current_leader_epoch) for k, p in fetch_request_partitions(ex).items()}
+        sent = {k: (p.fetch_offset, p.current_leader_epoch) for k, p in fetch_request_partitions(ex, names).items()}
         resp = ex.response
         got = {k: (p.error_code, p.high_watermark, len(p.records or b""))
-               for k, p in fetch_response_partitions(ex).items()} if resp is not None else None
+               for k, p in fetch_response_partitions(ex, names).items()} if resp is not None else None
         lines.append(f"#{ex.seq} conn{ex.conn} {ex.client_id} v{ex.api_version} "
                      f"req(sid={req.session_id}, ep={req.session_epoch}, parts={sent}, "
-                     f"forget={sorted(fetch_forgotten(ex))}) -> "
+                     f"forget={sorted(fetch_forgotten(ex, names))}) -> "
                      + (f"resp(err={resp.error_code}, sid={resp.session_id}, parts={got})" if resp else "-"))
     return "\n".join(lines)
 
