@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 from .fetch_sessions import FetchSessionCache
+from .fetch_sessions.contexts import partition_key_int
 from .handlers import HANDLERS
 from .handlers.context import HandlerContext
 from .leadership import Leadership
@@ -90,10 +91,12 @@ class Node:
             self._begin_epoch(partition, now_ms)
         log.info("leading at epoch %d with %d topics", epoch, len(self.topics))
 
-    def _make_partition(self, topic, index, topic_id, partition_log, config) -> Partition:
+    def _make_partition(self, topic, index, topic_id, partition_log, config, topic_num: int) -> Partition:
         partition = Partition(topic=topic, index=index, topic_id=topic_id, log=partition_log, config=config,
                               leader_epoch=self._leadership.epoch, leader_id=self.config.node_id,
-                              hw_follows_flush=self.config.fsync_policy != "never")
+                              hw_follows_flush=self.config.fsync_policy != "never",
+                              journal=self.fetch_sessions.journal,
+                              session_key=partition_key_int(topic_num, index))
         if config.is_snapshot_policy:
             self._attach_snapshots(partition)
         # Whatever survived recovery is on disk now; on a single node it is committed.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .topic_config import TopicConfig
 
@@ -23,8 +23,9 @@ class Partition:
     leader_id: int = -1
     # KIP-630 state and snapshots, for cleanup.policy=snapshot topics only.
     snapshots: object = None
-    # Fetch sessions caching this partition, with their slot for it (KIP-227 dirty marking).
-    watchers: dict = field(default_factory=dict)
+    # KIP-227: changes go to the node's ChangeJournal under this key, for fetch sessions.
+    journal: object = None
+    session_key: int = 0
 
     @property
     def key(self) -> PartitionKey:
@@ -58,7 +59,7 @@ class Partition:
     def _advance_hw(self, offset: int) -> bool:
         if offset > self.high_watermark:
             self.high_watermark = offset
-            self._tell_watchers()
+            self._record_change()
             return True
         return False
 
@@ -66,8 +67,8 @@ class Partition:
         # DeleteRecords/retention never move the log start past the HW, but keep HW ≥ log start.
         if self.high_watermark < self.log.log_start_offset:
             self.high_watermark = self.log.log_start_offset
-        self._tell_watchers()
+        self._record_change()
 
-    def _tell_watchers(self) -> None:
-        for session, slot in self.watchers.items():
-            session.mark_changed(slot)
+    def _record_change(self) -> None:
+        if self.journal is not None:
+            self.journal.record(self.session_key)

@@ -53,7 +53,7 @@ class TopicRegistry:
         self._config = config
         self._catalog = catalog
         self._open_log = open_log
-        self._make_partition = make_partition  # (topic, index, topic_id, log, config) -> Partition
+        self._make_partition = make_partition  # (topic, index, topic_id, log, config, topic_num)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
 
@@ -103,11 +103,12 @@ class TopicRegistry:
         return self._add(name, entry.topic_id, config, num_partitions)
 
     def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int) -> Topic:
+        num = len(self._by_name) + 1
         partitions = [
-            self._make_partition(name, i, topic_id, self._open_log(name, i, config), config)
+            self._make_partition(name, i, topic_id, self._open_log(name, i, config), config, num)
             for i in range(count)
         ]
-        topic = Topic(name, topic_id, config, partitions, num=len(self._by_name) + 1)
+        topic = Topic(name, topic_id, config, partitions, num=num)
         self._by_name[name] = topic
         self._by_id[topic_id] = topic
         return topic

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .journal import ChangeJournal
 from .session import FetchSession
 
 
@@ -13,6 +14,7 @@ class FetchSessionCache:
         self._new_id = new_id  # a CSPRNG in production, a seeded generator in simulations
         self._sessions: dict[int, FetchSession] = {}
         self.evictions = 0
+        self.journal = ChangeJournal()  # partitions record their changes here
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -50,6 +52,8 @@ class FetchSessionCache:
         session = FetchSession(session_id, privileged=privileged, principal=principal,
                                uses_topic_ids=uses_topic_ids, now_ms=now_ms)
         self._sessions[session_id] = session
+        self.journal.recording = True
+        session.journal_position = self.journal.end
         return session
 
     def _victim(self, now_ms: int, privileged: bool, size: int) -> FetchSession | None:
@@ -79,4 +83,4 @@ class FetchSessionCache:
 
     def _drop(self, session: FetchSession) -> None:
         del self._sessions[session.id]
-        session.close()
+        self.journal.recording = bool(self._sessions)

@@ -65,19 +65,21 @@ class FullContext(SessionlessContext):
         for fetch, data in zip(self.fetches, results):
             session.record_sent(fetch.slot, data)
             session.settle(fetch.slot, data, fetch.must_answer)
+        session.shrink()
         return build(self.fetches, results, session.id)
 
 
 class IncrementalContext:
     """Reads the session's active partitions; answers only those with something new.
 
-    A consumer reads only up to the high watermark, and every HW/log-start move marks the slot
-    (Partition.watchers), so only active slots need reading. A follower reads up to the log end,
+    A consumer reads only up to the high watermark, and every HW/log-start move is in the node's
+    ChangeJournal (read into the session's active set), so only active slots need reading. A follower reads up to the log end,
     and appends do not mark slots, so its sessions read every partition (as Kafka does)."""
 
-    def __init__(self, session: FetchSession, resolve_slot) -> None:
+    def __init__(self, session: FetchSession, resolve_slot, journal) -> None:
         self.session = session
         self._resolve_slot = resolve_slot
+        self._journal = journal
         self.fetches: list = []
         self.refresh()
 
@@ -94,6 +96,7 @@ class IncrementalContext:
     def refresh(self) -> None:
         """Re-pick the slots to read: while parked, more of them may have become active."""
         session = self.session
+        session.catch_up(self._journal)
         slots = session.all_slots_in_order() if session.privileged else session.active_slots_in_order()
         self.fetches = [self._resolve_slot(session, slot) for slot in slots]
 
@@ -158,7 +161,7 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
         cache.close(session.id, principal)
         return SessionlessContext([])
     session.epoch = next_epoch(epoch)
-    return IncrementalContext(session, resolve_slot)
+    return IncrementalContext(session, resolve_slot, cache.journal)
 
 
 def forgotten_keys(request, version: int, topics):
@@ -178,5 +181,10 @@ def forgotten_keys(request, version: int, topics):
 def session_key(topic, topic_key, index: int):
     """Known topics key by an int (small, cheap to hash); unknown ones by (topic, index)."""
     if topic is not None:
-        return (topic.num << 32) | (index & 0xFFFFFFFF)
+        return partition_key_int(topic.num, index)
     return (topic_key, index)
+
+
+def partition_key_int(topic_num: int, index: int) -> int:
+    """The int a known partition is known by, in sessions and in the ChangeJournal."""
+    return (topic_num << 32) | (index & 0xFFFFFFFF)

@@ -3,8 +3,9 @@
 Per-partition state is kept in columns (arrays indexed by a slot number) rather than one
 object per partition: a session may cache 10,000 partitions, and the KIP's point is that an
 incremental fetch costs little. A partition is *active* when the next fetch must look at it:
-it was named in the request, its high watermark or log start moved (the Partition tells its
-watching sessions), it still has data below the high watermark, or it last answered an error.
+it was named in the request, its high watermark or log start moved (read from the node's
+ChangeJournal at each fetch), it still has data below the high watermark, or it last answered
+an error.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ class FetchSession:
         "id", "epoch", "privileged", "principal", "uses_topic_ids", "created_ms", "last_used_ms",
         "_slot_of", "_topic", "_index", "_partition", "_free", "_active", "_next_rank",
         "_max_bytes", "_current_leader_epoch", "_last_fetched_epoch", "_rank",
-        "_fetch_offset", "_fetcher_log_start", "_sent_hw", "_sent_lso", "_sent_log_start", "__weakref__",
+        "_fetch_offset", "_fetcher_log_start", "_sent_hw", "_sent_lso", "_sent_log_start", "journal_position",
+        "__weakref__",
     )
 
     def __init__(self, session_id: int, *, privileged: bool, principal, uses_topic_ids: bool,
@@ -52,9 +54,13 @@ class FetchSession:
         self._sent_hw = array("q")
         self._sent_lso = array("q")
         self._sent_log_start = array("q")
+        self.journal_position = 0  # how far into the node's ChangeJournal this session has read
 
     def __len__(self) -> int:
         return len(self._slot_of)
+
+    def __contains__(self, key) -> bool:
+        return key in self._slot_of
 
     # -- membership ---------------------------------------------------------------------------
     def upsert(self, key, topic, index: int, partition, fetch_offset: int, max_bytes: int,
@@ -79,9 +85,6 @@ class FetchSession:
         slot = self._slot_of.pop(key, None)
         if slot is None:
             return
-        partition = self._partition[slot]
-        if partition is not None:
-            partition.watchers.pop(self, None)
         self._partition[slot] = None
         self._topic[slot] = None
         self._active.discard(slot)
@@ -89,7 +92,7 @@ class FetchSession:
 
     def attach(self, slot: int, key, partition) -> None:
         """A partition cached while its topic was unknown here (keyed by (name or id, index))
-        now exists: key it as known partitions are and watch it, so the fetcher's later updates
+        now exists: key it as known partitions are, so its changes, the fetcher's later updates
         and ForgottenTopicsData find this slot rather than a second one."""
         if self._partition[slot] is not None or partition is None:
             return
@@ -98,12 +101,6 @@ class FetchSession:
             del self._slot_of[old_key]
         self._slot_of[key] = slot
         self._partition[slot] = partition
-        partition.watchers[self] = slot
-
-    def close(self) -> None:
-        for partition in self._partition:
-            if partition is not None:
-                partition.watchers.pop(self, None)
 
     def _allocate(self, key: int, topic, index: int, partition) -> int:
         rank = self._next_rank
@@ -127,14 +124,25 @@ class FetchSession:
             for column in (self._sent_hw, self._sent_lso, self._sent_log_start):
                 column.append(NO_OFFSET)
         self._slot_of[key] = slot
-        if partition is not None:
-            partition.watchers[self] = slot
         return slot
 
     # -- what a fetch reads ----------------------------------------------------------------
-    def mark_changed(self, slot: int) -> None:
-        """A watched Partition's high watermark or log start moved (Partition.watchers)."""
-        self._active.add(slot)
+    def catch_up(self, journal) -> None:
+        """Activate the partitions whose HW or log start moved since this session last looked."""
+        keys = journal.since(self.journal_position)
+        if keys is None:  # fell behind the journal's trimmed head: look at everything
+            self._active.update(s for s in range(len(self._topic)) if self._topic[s] is not None)
+        else:
+            slot_of, active = self._slot_of, self._active
+            for key in keys:
+                slot = slot_of.get(key)
+                if slot is not None:
+                    active.add(slot)
+        self.journal_position = journal.end
+
+    def shrink(self) -> None:
+        """After a full fetch most slots go quiet; sets never shrink on their own."""
+        self._active = set(self._active)
 
     def all_slots_in_order(self) -> list[int]:
         slots = [s for s in range(len(self._topic)) if self._topic[s] is not None]

@@ -144,7 +144,7 @@ def test_removing_every_partition_ends_the_session(ctx):
     response = ctx.session_fetch({}, session_id=session_id, session_epoch=2, forgotten=T[2:])
     assert (response.error_code, response.session_id, response.responses) == (0, 0, [])
     assert len(ctx.node.fetch_sessions) == 0
-    assert ctx.node.topics.partition("t", 2).watchers == {}
+    assert not ctx.node.fetch_sessions.journal.recording  # no session left to read changes
 
 
 def test_forgotten_partitions_are_no_longer_answered_and_can_come_back(ctx):
@@ -422,7 +422,8 @@ def test_a_partition_cached_before_its_topic_existed_is_answered_once_per_change
     client = session_on_a_missing_topic(ctx)
     assert list(parts(client.poll())) == [NEW] and client.records[NEW] == [(1, b"x")]
     session = ctx.node.fetch_sessions.get(client.session_id)
-    assert session in ctx.node.topics.partition(*NEW).watchers  # now woken like any other partition
+    # Keyed like any other known partition now, so its journal entries find its slot.
+    assert ctx.node.topics.partition(*NEW).session_key in session
     # The client now names it with a new position: the same slot, not a second one.
     assert parts(client.poll()) == {}
     assert len(ctx.node.fetch_sessions.get(client.session_id)) == 2
@@ -453,4 +454,4 @@ def test_such_a_partition_can_be_forgotten(ctx, fetch_in_between):
     ctx.produce_ok(*NEW, ["z"])
     ctx.flush()
     assert parts(client.poll()) == {} and client.unexpected == []
-    assert ctx.node.topics.partition(*NEW).watchers == {}
+    assert ctx.node.topics.partition(*NEW).session_key not in session
