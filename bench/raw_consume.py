@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import socket
-import struct
 import time
 import uuid
 
@@ -29,7 +28,6 @@ TITLE = "(a) raw consume: Fetch client counting bytes (1 partition, 1 MiB partit
 TARGET_VS_CEILING = 0.6
 PARTITION_MAX_BYTES = 1 << 20
 
-_size = struct.Struct(">i")
 
 
 def consume_range(port: int, template: wire.FetchTemplate, start: int, end: int, *,
@@ -40,11 +38,7 @@ def consume_range(port: int, template: wire.FetchTemplate, start: int, end: int,
     v = template.version
     sock = socket.create_connection((HOST, port), timeout=60)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = bytearray(4 << 20)
-    mv = memoryview(buf)
-    hdr = bytearray(4)
-    hmv = memoryview(hdr)
-    recv_into = sock.recv_into
+    frames = wire.FrameReader(sock)
     send = sock.sendall
     make = template.make
     inflight: collections.deque[tuple[int, int]] = collections.deque()
@@ -76,26 +70,10 @@ def consume_range(port: int, template: wire.FetchTemplate, start: int, end: int,
                 inflight.append((corr, nxt))
             if not inflight:
                 raise wire.WireError("no request in flight")
-            # read one response frame
-            got = 0
-            while got < 4:
-                k = recv_into(hmv[got:], 4 - got)
-                if not k:
-                    raise wire.WireError("connection closed")
-                got += k
-            (size,) = _size.unpack(hdr)
-            if size > len(buf):
-                buf = bytearray(size)
-                mv = memoryview(buf)
-            got = 0
-            while got < size:
-                k = recv_into(mv[got:size], size - got)
-                if not k:
-                    raise wire.WireError("connection closed")
-                got += k
-            wire_bytes += size + 4
+            frame = frames.read()
+            wire_bytes += len(frame) + 4
             fetches += 1
-            r = wire.parse_fetch(mv[:size], v)
+            r = wire.parse_fetch(frame, v)
             rcorr, off = inflight.popleft()
             if r.corr != rcorr:
                 raise wire.WireError(f"correlation {r.corr} != {rcorr}")

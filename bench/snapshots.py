@@ -314,11 +314,8 @@ def download(port: int, template: SnapshotTemplate, *, depth: int = 2, min_secon
     passed (whole downloads only); returns bytes and seconds."""
     sock = socket.create_connection((HOST, port), timeout=60)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = bytearray(CHUNK + (64 << 10))
-    mv = memoryview(buf)
-    hdr = bytearray(4)
-    hmv = memoryview(hdr)
-    recv_into, send, make = sock.recv_into, sock.sendall, template.make
+    frames = wire.FrameReader(sock, CHUNK + (64 << 10))
+    send, make = sock.sendall, template.make
     total = wire_bytes = requests = rounds = 0
     size = -1
     corr = 0
@@ -339,25 +336,10 @@ def download(port: int, template: SnapshotTemplate, *, depth: int = 2, min_secon
                     next_pos += CHUNK
                 if not inflight:
                     break
-                got = 0
-                while got < 4:
-                    k = recv_into(hmv[got:], 4 - got)
-                    if not k:
-                        raise wire.WireError("connection closed")
-                    got += k
-                (fsize,) = _i32.unpack(hdr)
-                if fsize > len(buf):
-                    buf = bytearray(fsize)
-                    mv = memoryview(buf)
-                got = 0
-                while got < fsize:
-                    k = recv_into(mv[got:fsize], fsize - got)
-                    if not k:
-                        raise wire.WireError("connection closed")
-                    got += k
-                wire_bytes += fsize + 4
+                frame = frames.read()
+                wire_bytes += len(frame) + 4
                 requests += 1
-                rcorr, err, rsize, rpos, nbytes = parse_fetch_snapshot(mv[:fsize])
+                rcorr, err, rsize, rpos, nbytes = parse_fetch_snapshot(frame)
                 ecorr, epos = inflight.popleft()
                 if rcorr != ecorr:
                     raise wire.WireError(f"correlation {rcorr} != {ecorr}")

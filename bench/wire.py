@@ -79,6 +79,37 @@ class WireError(Exception):
     pass
 
 
+class FrameReader:
+    """Reads length-prefixed frames into one reusable buffer: the bench client must stay cheap
+    (no per-frame allocation), so a returned view is only valid until the next read()."""
+
+    _SIZE = struct.Struct(">i")
+
+    def __init__(self, sock: socket.socket, initial: int = 4 << 20) -> None:
+        self._recv_into = sock.recv_into
+        self._hdr = bytearray(4)
+        self._hmv = memoryview(self._hdr)
+        self._buf = bytearray(initial)
+        self._mv = memoryview(self._buf)
+
+    def read(self) -> memoryview:
+        self._fill(self._hmv, 4)
+        (size,) = self._SIZE.unpack(self._hdr)
+        if size > len(self._buf):
+            self._buf = bytearray(size)
+            self._mv = memoryview(self._buf)
+        self._fill(self._mv, size)
+        return self._mv[:size]
+
+    def _fill(self, view: memoryview, n: int) -> None:
+        got = 0
+        while got < n:
+            k = self._recv_into(view[got:n], n - got)
+            if not k:
+                raise WireError("connection closed")
+            got += k
+
+
 # --------------------------------------------------------------------------------------------
 # kio glue
 
