@@ -88,6 +88,7 @@ class Node:
         self._ctx.leader_epoch = epoch
         self.topics.load()
         for partition in self.topics.partitions():
+            # Durable before serving: a restarted node's HW includes the new epoch's start.
             self._begin_epoch(partition, now_ms)
         log.info("leading at epoch %d with %d topics", epoch, len(self.topics))
 

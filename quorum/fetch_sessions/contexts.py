@@ -34,26 +34,26 @@ class SessionlessContext:
     def refresh(self) -> None:
         """Before a parked fetch reads again: the partitions asked for do not change."""
 
-    def response(self, results: list, build) -> FetchResponse:
+    def response(self, results: list, build, now_ms: int) -> FetchResponse:
         return build(self.fetches, results, 0)
 
 
 class FullContext(SessionlessContext):
     """A full fetch that opens a session when it is answered (if a slot can be had)."""
 
-    def __init__(self, fetches: list, cache: FetchSessionCache, now_ms: int, *, privileged: bool, principal,
+    def __init__(self, fetches: list, cache: FetchSessionCache, *, privileged: bool, principal,
                  uses_topic_ids: bool) -> None:
         super().__init__(fetches)
         self._cache = cache
-        self._now_ms = now_ms
         self._privileged = privileged
         self._principal = principal
         self._uses_topic_ids = uses_topic_ids
 
-    def response(self, results: list, build) -> FetchResponse:
+    def response(self, results: list, build, now_ms: int) -> FetchResponse:
         if not self.fetches:
             return build(self.fetches, results, 0)
-        session = self._cache.create(self._now_ms, privileged=self._privileged, principal=self._principal,
+        # The time of answering, as Kafka: a long poll may have let another session go idle.
+        session = self._cache.create(now_ms, privileged=self._privileged, principal=self._principal,
                                      uses_topic_ids=self._uses_topic_ids, size=len(self.fetches))
         if session is None:
             return build(self.fetches, results, 0)
@@ -100,7 +100,7 @@ class IncrementalContext:
         slots = session.all_slots_in_order() if session.privileged else session.active_slots_in_order()
         self.fetches = [self._resolve_slot(session, slot) for slot in slots]
 
-    def response(self, results: list, build) -> FetchResponse:
+    def response(self, results: list, build, now_ms: int) -> FetchResponse:
         session = self.session
         sent_fetches, sent_results = [], []
         for fetch, data in zip(self.fetches, results):
@@ -120,7 +120,7 @@ class ErrorContext:
     def has_partitions(self) -> bool:
         return False
 
-    def response(self, results: list, build) -> FetchResponse:
+    def response(self, results: list, build, now_ms: int) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=self.error, session_id=0, responses=[])
 
 
@@ -139,7 +139,7 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
         fetches = resolve_requested(request)
         if epoch == FINAL_EPOCH:
             return SessionlessContext(fetches)
-        return FullContext(fetches, cache, now_ms, privileged=privileged, principal=principal,
+        return FullContext(fetches, cache, privileged=privileged, principal=principal,
                            uses_topic_ids=uses_topic_ids)
     session = cache.get(session_id)
     if session is None or session.principal != principal:

@@ -31,10 +31,10 @@ def handle(ctx, header, request, now_ms, peer):
     )
     context = _context(ctx, header, request, version, peer, privileged=replica_id >= 0, now_ms=now_ms)
     if isinstance(context, ErrorContext):
-        return Respond(context.response([], None))
+        return Respond(context.response([], None, now_ms))
     results, total, errors = read_partitions(context.fetches, limits)
     if request.max_wait_ms == 0 or total >= request.min_bytes or errors or not context.has_partitions():
-        return Respond(context.response(results, _builder(version)))
+        return Respond(context.response(results, _builder(version), now_ms))
     wait = min(request.max_wait_ms, ctx.config.fetch_max_wait_cap_ms)
     return Park(ctx.purgatory.park(DelayedFetch(context, limits, request.min_bytes, now_ms + wait)))
 
@@ -128,12 +128,12 @@ class DelayedFetch:
         self.context.refresh()
         results, total, errors = read_partitions(self.context.fetches, self.limits)
         if total >= self.min_bytes or errors:
-            return self.context.response(results, _builder(self.limits.version))
+            return self.context.response(results, _builder(self.limits.version), now_ms)
         return None
 
     def expire(self, now_ms: int):
         self.context.refresh()
         results, _, _ = read_partitions(self.context.fetches, self.limits)
-        return self.context.response(results, _builder(self.limits.version))
+        return self.context.response(results, _builder(self.limits.version), now_ms)
 
 
