@@ -33,6 +33,7 @@ import math
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -224,3 +225,14 @@ IncrementalEqualsSessionless.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 TestIncrementalEqualsSessionless = IncrementalEqualsSessionless.TestCase
+
+
+@pytest.mark.soak
+def test_incremental_equals_sessionless_long_run():
+    """`make soak`: the same machine, many more and longer runs (minutes, not seconds)."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(IncrementalEqualsSessionless, settings=settings(
+        max_examples=3000, stateful_step_count=80, deadline=None,
+        suppress_health_check=list(HealthCheck)))

@@ -3,8 +3,8 @@
 Snapshots appear per the policy (bytes between snapshots AND changed-records ratio), the log start
 follows the latest snapshot, old segments and snapshots are deleted, and the state that a
 StateReader loads (latest snapshot + log tail) equals a model dict, before and after a restart
-(which loads snapshot + tail; its load time is observed in the kraftd_load_snapshot_latency_ms histogram). The default suite
-runs 200,000 updates; the 1,000,000-update run is `-m soak`.
+(which loads snapshot + tail; its load time is observed in the kraftd_load_snapshot_latency_ms
+histogram). The default suite runs the issue's full 1,000,000 updates over 50,000 keys.
 """
 import os
 import random
@@ -145,11 +145,6 @@ def run_updates(kraftd_factory, tmp_path, updates: int, report: dict):
     return report
 
 
-def test_200k_updates_snapshots_log_start_and_state(kraftd_factory, tmp_path):
-    report = run_updates(kraftd_factory, tmp_path, 200_000, {})
-    print("200k updates:", {k: round(v, 2) for k, v in report.items()})
-
-
 def test_restart_reports_the_snapshot_load_time(kraftd_factory):
     server = kraftd_factory()
     client = WireClient(server.bootstrap)
@@ -164,7 +159,6 @@ def test_restart_reports_the_snapshot_load_time(kraftd_factory):
     assert load_s is not None and 0 < load_s < 30
 
 
-@pytest.mark.soak
 def test_1m_updates_snapshots_log_start_and_state(kraftd_factory, tmp_path):
     report = run_updates(kraftd_factory, tmp_path, 1_000_000, {})
     print("1M updates:", {k: round(v, 2) for k, v in report.items()})

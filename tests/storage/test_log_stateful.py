@@ -5,6 +5,7 @@ import shutil
 import tempfile
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -97,3 +98,12 @@ class FileLogMachine(RuleBasedStateMachine):
 
 FileLogMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestFileLogStateful = FileLogMachine.TestCase
+
+
+@pytest.mark.soak
+def test_file_log_matches_the_model_long_run():
+    """`make soak`: many more crash/reopen/truncate sequences than the default run."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(FileLogMachine, settings=settings(
+        max_examples=1000, stateful_step_count=60, deadline=None))
