@@ -6,6 +6,8 @@ dispatcher (`Broker.dispatch`), which returns a `ResponseSlot` (or None for acks
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from collections import deque
 from typing import Any, Protocol as TypingProtocol
@@ -16,6 +18,7 @@ log = structlog.get_logger("kraftd.connection")
 
 # Pause reading while the transport buffers more than this (bytes in flight per connection).
 WRITE_HIGH_WATER = 1024 * 1024
+SEND_BUFFER_BYTES = 4 << 20
 WRITE_LOW_WATER = 256 * 1024
 # Pause reading while this many responses are owed (a parked fetch holds back later ones).
 MAX_PENDING = 128
@@ -68,6 +71,12 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:  # a 1 MiB fetch response fits the kernel buffer in one writev: no user-space copy
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+            except OSError:
+                pass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._loop = loop = asyncio.get_running_loop()
@@ -260,8 +269,15 @@ def write_parts(transport: asyncio.WriteTransport, parts: list) -> int:
     """Write encoded response parts with as few copies and calls as possible.
 
     Small bytes are joined; large buffers and storage regions (objects with `.view()`) are
-    passed to `writelines` as memoryviews so a 1 MiB fetch payload is never copied here.
+    passed to `writelines` as memoryviews so a 1 MiB fetch payload is never copied here. When
+    nothing is queued on the transport, large file regions go out with os.sendfile instead: the
+    kernel attaches page-cache pages to the socket without copying them through user space.
     """
+    buffered = getattr(transport, "get_write_buffer_size", None)
+    if _SENDFILE and buffered is not None and buffered() == 0:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and any(_sendfile_able(p) for p in parts):
+            return _write_direct(transport, sock.fileno(), parts)
     chunks: list = []
     small: list = []
     total = 0
@@ -284,3 +300,71 @@ def write_parts(transport: asyncio.WriteTransport, parts: list) -> int:
     else:
         transport.writelines(chunks)
     return total
+
+
+# Plaintext sockets only (sendfile would bypass TLS); kraftd has no TLS listener.
+_SENDFILE = hasattr(os, "sendfile")
+SENDFILE_MIN = 64 << 10
+
+
+def _sendfile_able(part) -> bool:
+    return hasattr(part, "fileno") and len(part) >= SENDFILE_MIN
+
+
+def _write_direct(transport, fd: int, parts: list) -> int:
+    """Write straight to the socket while it accepts everything; the first short write hands
+    the rest, in order, to the transport (which then does the buffering and flow control)."""
+    total = 0
+    small = bytearray()
+    handed_over = False
+    for part in parts:
+        n = len(part)
+        total += n
+        if handed_over:
+            transport.write(part.view() if hasattr(part, "view") else part)
+            continue
+        if not _sendfile_able(part):
+            small += part.view() if hasattr(part, "view") else part
+            continue
+        if small and not _send_all(fd, small, transport):
+            handed_over = True
+            transport.write(part.view())
+            continue
+        small = bytearray()
+        sent = _sendfile_all(fd, part)
+        if sent < n:
+            handed_over = True
+            transport.write(part.view()[sent:])
+    if small and not handed_over:
+        _send_all(fd, small, transport)
+    return total
+
+
+def _send_all(fd: int, data: bytearray, transport) -> bool:
+    """Send `data`; on a short write queue the rest on the transport and return False."""
+    view = memoryview(data)
+    while view:
+        try:
+            k = os.write(fd, view)
+        except BlockingIOError:
+            k = 0
+        if k == 0:
+            transport.write(view)
+            return False
+        view = view[k:]
+    return True
+
+
+def _sendfile_all(fd: int, region) -> int:
+    offset, left, sent = region.position, len(region), 0
+    while left:
+        try:
+            k = os.sendfile(fd, region.fileno(), offset, left)
+        except BlockingIOError:
+            break
+        if k == 0:
+            break
+        offset += k
+        left -= k
+        sent += k
+    return sent

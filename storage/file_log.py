@@ -208,8 +208,8 @@ class FileLog(PartitionLog):
             seg.delete()
         del self._segments[i + 1:], self._bases[i + 1:]
         old = self._segments[i]
-        # A sealed file may be mapped: never ftruncate it. The active one is never mapped, but
-        # in-flight regions may still point into it, so it gets the same copy-and-rename.
+        # A mapped file is never ftruncated (in-flight regions may point into it): copy the kept
+        # prefix to a new file and rename it over the old name.
         seg = old.copy_prefix(pos, use_mmap=self.use_mmap)
         self._segments[i] = seg
         new_leo = seg.next_offset

@@ -10,10 +10,13 @@ Offset index: (base offset of a batch − segment base: u32, file position: u32)
 points when the running maximum grew, plus a final entry at seal so the last entry always
 carries the segment's largest timestamp.
 
-mmap and SIGBUS: only *sealed* segments are mapped (lazily, on the first view of one of their
-regions), and a sealed segment's file is never written or ftruncated again. Truncating into a
-sealed segment copies the kept prefix into a new file renamed over the old name (see
-`copy_prefix`); old mappings keep the old inode alive, so in-flight regions stay readable.
+mmap and SIGBUS: segments are mapped lazily, on the first view of one of their regions. A
+mapping never covers more than the bytes written when it was made, and those bytes never change
+and are never cut while the file is open: appends only add, a failed append is undone only back
+to its own start, and truncating into a segment copies the kept prefix into a new file renamed
+over the old name (see `copy_prefix`); old mappings keep the old inode alive, so in-flight
+regions stay readable. The active segment grows, so a view past its mapping maps it again
+(the older mapping lives on while views hold it).
 """
 from __future__ import annotations
 
@@ -59,7 +62,7 @@ class FileRegion:
         return self.segment.fd
 
     def view(self) -> memoryview:
-        """mmap slice for a sealed segment, else a pread copy of the active tail."""
+        """A zero-copy mmap slice of the segment (see the module doc on SIGBUS)."""
         return self.segment.view(self.position, self.size)
 
     def __repr__(self) -> str:
@@ -89,6 +92,7 @@ class LogSegment:
         self.use_mmap = use_mmap
         self.sealed = False
         self._map: mmap.mmap | None = None
+        self._map_size = 0
         self.next_offset = base_offset  # exact for the active segment and after a scan
         self.reset_indexes()
 
@@ -175,14 +179,16 @@ class LogSegment:
 
     # -- reading ----------------------------------------------------------------------------
     def read_bytes(self, pos: int, n: int):
-        if self.sealed and self.use_mmap:
-            return self.view(pos, n)
+        if self.use_mmap and (self.sealed or pos + n <= self._map_size):
+            return self.view(pos, n)  # already mapped: no syscall
         return _pread_full(self.fd, n, pos)
 
     def view(self, pos: int, n: int) -> memoryview:
-        if self.sealed and self.use_mmap and self.size:
-            if self._map is None:
+        """A zero-copy slice (an mmap of the segment); pread only when mmap is off."""
+        if self.use_mmap and self.size:
+            if self._map is None or pos + n > self._map_size:
                 self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
+                self._map_size = self.size
             return memoryview(self._map)[pos:pos + n]
         return memoryview(_pread_full(self.fd, n, pos))
 
@@ -247,7 +253,7 @@ class LogSegment:
         try:
             _pwrite_full(self.fd, buf, start)
         except BaseException:
-            os.ftruncate(self.fd, start)  # drop a partial write (ENOSPC); never mapped
+            os.ftruncate(self.fd, start)  # drop a partial write (ENOSPC); mappings end at or before start
             raise
         self.size = start + len(buf)
         for pos, base, max_ts, size in batches:
