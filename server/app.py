@@ -136,4 +136,16 @@ def serve(settings: Settings, node_factory: NodeFactory = open_file_node) -> int
     async def main() -> int:
         return await KraftdServer(settings, node_factory).run()
 
+    _raise_open_file_limit()
     return uvloop.run(main())
+
+
+def _raise_open_file_limit() -> None:
+    """A broker holds a descriptor per segment (and per mapped segment): use the hard limit."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+    except (ImportError, ValueError, OSError):
+        pass

@@ -35,6 +35,7 @@ from kraftd.protocol.records import BATCH_HEADER_SIZE, BatchHeader, crc_ok, pars
 __all__ = ["LogSegment", "FileRegion", "segment_path"]
 
 _INDEX_ENTRY = struct.Struct(">II")
+MMAP_MIN_BYTES = 64 << 10
 _TIME_ENTRY = struct.Struct(">qI")
 _SCAN_CHUNK = 1 << 20
 _HEADER_CHUNK = 8192
@@ -179,17 +180,20 @@ class LogSegment:
 
     # -- reading ----------------------------------------------------------------------------
     def read_bytes(self, pos: int, n: int):
-        if self.use_mmap and (self.sealed or pos + n <= self._map_size):
-            return self.view(pos, n)  # already mapped: no syscall
+        if self.sealed and self.use_mmap and self._map is not None:
+            return self.view(pos, n)
         return _pread_full(self.fd, n, pos)
 
     def view(self, pos: int, n: int) -> memoryview:
-        """A zero-copy slice (an mmap of the segment); pread only when mmap is off."""
+        """A zero-copy mmap slice for large reads; a pread copy for small ones (a few KB copy
+        cheaper than a mapping, and each mapping holds a file descriptor of its own)."""
         if self.use_mmap and self.size:
-            if self._map is None or pos + n > self._map_size:
+            if self._map is not None and pos + n <= self._map_size:
+                return memoryview(self._map)[pos:pos + n]
+            if n >= MMAP_MIN_BYTES:
                 self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
                 self._map_size = self.size
-            return memoryview(self._map)[pos:pos + n]
+                return memoryview(self._map)[pos:pos + n]
         return memoryview(_pread_full(self.fd, n, pos))
 
     def region(self, pos: int, n: int) -> FileRegion:

@@ -46,7 +46,22 @@ def test_regions_support_sendfile(tmp_path):
     got = b"".join(os.pread(reg.fileno(), len(reg), reg.position) for reg in r.regions)
     assert got == want
     sealed = [reg for reg in r.regions if reg.segment.sealed]
-    assert sealed and isinstance(sealed[0].view().obj, __import__("mmap").mmap)
+    assert sealed
+
+
+def test_large_views_are_mmap_slices_and_small_ones_copies(tmp_path):
+    import mmap
+
+    from kraftd.storage.segment import MMAP_MIN_BYTES
+
+    log = open_log(tmp_path / "p", segment_bytes=1 << 20)
+    while log.size_in_bytes < 4 * MMAP_MIN_BYTES:
+        log.append_as_leader(batch(50), 1, now_ms=0)
+    big = log.read(0, 1 << 20).regions[0]
+    assert len(big) >= MMAP_MIN_BYTES and isinstance(big.view().obj, mmap.mmap)
+    assert bytes(big.view()) == os.pread(big.fileno(), len(big), big.position)
+    small = log.read(0, 1, min_one_batch=True).regions[0]
+    assert len(small) < MMAP_MIN_BYTES and bytes(small.view()) == os.pread(small.fileno(), len(small), 0)
 
 
 def test_reopen_after_clean_close(tmp_path):
