@@ -429,6 +429,21 @@ def decode_records(batch, header: BatchHeader | None = None, *,
     """
     if header is None:
         header = parse_batch_header(batch)
+    data, count = _records_section(batch, header, max_decompressed)
+    append_ts = header[8] if header[5] & _TIMESTAMP_TYPE_BIT else None
+    return _decode_payload(data, count, header[0], header[7], append_ts)
+
+
+def check_records(batch, header: BatchHeader, *, max_decompressed: int | None = None) -> None:
+    """Everything decode_records checks, without building the records (the produce path checks
+    every record, as Kafka's LogValidator does; building them cost ~2.3 µs per 1 KiB record)."""
+    data, count = _records_section(batch, header, max_decompressed)
+    _check_payload(data, count, header[0])
+
+
+def _records_section(batch, header: BatchHeader, max_decompressed: int | None):
+    """The (decompressed) records bytes of a batch and its record count, after the checks
+    every reader needs."""
     size = header[1] + _LOG_OVERHEAD
     if len(batch) < size:
         raise CorruptRecordError(f"batch at offset {header[0]} needs {size} bytes, "
@@ -438,12 +453,112 @@ def decode_records(batch, header: BatchHeader | None = None, *,
     count = header[12]
     if count < 0:
         raise InvalidRecordError(f"batch at offset {header[0]} has record count {count}")
-    data = bytes(memoryview(batch)[BATCH_HEADER_SIZE:size])
+    data = memoryview(batch)[BATCH_HEADER_SIZE:size]
     codec = header[5] & _COMPRESSION_MASK
     if codec:
-        data = decompress(codec, data, max_size=max_decompressed)
-    append_ts = header[8] if header[5] & _TIMESTAMP_TYPE_BIT else None
-    return _decode_payload(data, count, header[0], header[7], append_ts)
+        return decompress(codec, bytes(data), max_size=max_decompressed), count
+    return bytes(data), count
+
+
+def _check_payload(d: bytes, count: int, base_offset: int) -> None:
+    """_decode_payload's checks over the records section, with no slices and no objects.
+    One-byte varints (nearly all lengths and deltas) are handled inline: this runs per record
+    on the produce path."""
+    zz = _ZZ
+    uv = _uv
+    end = len(d)
+    pos = start = i = 0
+    try:
+        while i < count:
+            start = pos
+            b = d[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            else:
+                z, pos = uv(d, pos)
+                length = (z >> 1) ^ -(z & 1)
+            rec_end = pos + length
+            if length < 6 or rec_end > end:
+                raise _bad(f"record {i} has invalid length {length}", base_offset)
+            pos += 1  # attributes
+            # Timestamp and offset deltas: only their extent matters.
+            if d[pos] < 0x80:
+                pos += 1
+            else:
+                _, pos = uv(d, pos)
+            if d[pos] < 0x80:
+                pos += 1
+            else:
+                _, pos = uv(d, pos)
+            # Key and value lengths, unrolled: a helper call per field costs as much as the walk.
+            b = d[pos]  # key length
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                z, pos = uv(d, pos)
+                n = (z >> 1) ^ -(z & 1)
+            if n > 0:
+                pos += n
+            elif n < -1:
+                raise _bad(f"record {i} has key length {n}", base_offset)
+            b = d[pos]  # value length
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                z, pos = uv(d, pos)
+                n = (z >> 1) ^ -(z & 1)
+            if n > 0:
+                pos += n
+            elif n < -1:
+                raise _bad(f"record {i} has value length {n}", base_offset)
+            b = d[pos]
+            if b == 0:
+                pos += 1
+            else:
+                pos = _check_headers(d, pos, i, base_offset)
+            if pos != rec_end:
+                raise _bad(f"record {i} length {length} does not match its fields", base_offset)
+            i += 1
+    except IndexError:
+        if start >= end:
+            raise InvalidRecordError(
+                f"batch at offset {base_offset} declares {count} records, found {i}") from None
+        raise _bad(f"record {i} is truncated", base_offset) from None
+    except UnicodeDecodeError:
+        raise _bad(f"record {i} has a header key that is not UTF-8", base_offset) from None
+    if pos != end:
+        raise InvalidRecordError(
+            f"batch at offset {base_offset}: {end - pos} bytes left after {count} records")
+
+
+def _signed_varint(d: bytes, p: int) -> tuple[int, int]:
+    b = d[p]
+    if b < 0x80:
+        return _ZZ[b], p + 1
+    z, p = _uv(d, p)
+    return (z >> 1) ^ -(z & 1), p
+
+
+def _check_headers(d: bytes, pos: int, i: int, base_offset: int) -> int:
+    sv = _signed_varint
+    count, pos = sv(d, pos)
+    if count < 0:
+        raise _bad(f"record {i} has header count {count}", base_offset)
+    for _ in range(count):
+        n, pos = sv(d, pos)
+        if n < 0:
+            raise InvalidRecordError(f"batch at offset {base_offset}: record {i} header key length {n}")
+        str(d[pos:pos + n], "utf-8")  # header keys are strings
+        pos += n
+        n, pos = sv(d, pos)
+        if n > 0:
+            pos += n
+        elif n < -1:
+            raise _bad(f"record {i} has header value length {n}", base_offset)
+    return pos
 
 
 def iter_records(buf, *, max_decompressed: int | None = None) -> Iterator[Record]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kraftd.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from kraftd.protocol.messages import ProduceResponse
-from kraftd.protocol.records import decode_records, validate_batches
+from kraftd.protocol.records import check_records, validate_batches
 from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..outcomes import NoResponse, Park, Respond
@@ -91,7 +91,7 @@ def validate_records(records) -> list:
     view = records if isinstance(records, memoryview) else memoryview(records)
     pos = 0
     for header in headers:
-        decode_records(view[pos:pos + header.size], header)
+        check_records(view[pos:pos + header.size], header)
         pos += header.size
     return headers
 
