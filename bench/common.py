@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import urllib.request
 import sys
 import time
 from dataclasses import dataclass, field
@@ -77,3 +78,18 @@ def rotated(items: list[Any], k: int) -> list[Any]:
         return items
     k %= len(items)
     return items[k:] + items[:k]
+
+
+def scrape_metrics(host: str, port: int) -> dict[str, float]:
+    """A server's Prometheus samples, keyed by the raw sample name (labels included)."""
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out

@@ -37,11 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from bench import wire
-from bench.common import Context, fmt, median, table
+from bench.common import Context, fmt, median, scrape_metrics, table
 from bench.servers import HOST, REPO, KraftdServer
 
 NAME = "fetch_sessions"
@@ -118,18 +117,8 @@ def server_cpu_ticks_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scrape(metrics_port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://{HOST}:{metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                pass
-    return out
+def scrape(port: int) -> dict[str, float]:
+    return scrape_metrics(HOST, port)
 
 
 # --------------------------------------------------------------------------------------------

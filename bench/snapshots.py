@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 
 from bench import wire
-from bench.common import Context, fmt, fmt_ratio, median, ratio, rotated, table, verdict
+from bench.common import Context, fmt, fmt_ratio, median, ratio, rotated, scrape_metrics, table, verdict
 from bench.dataset import high_watermark
 from bench.servers import HOST, CeilingServer, KraftdServer
 
@@ -75,17 +75,7 @@ class SnapshotKraftd(KraftdServer):
 
 
 def metrics(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                pass
-    return out
+    return scrape_metrics(HOST, port)
 
 
 def metric(values: dict[str, float], name: str, topic: str | None = TOPIC) -> float:

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import time
 from typing import NamedTuple
+from tests.support.waiting import WaitTimeout, wait_until  # noqa: F401
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -36,8 +37,7 @@ class Got(NamedTuple):
     timestamp: int | None = None
 
 
-class ClientTimeout(AssertionError):
-    """A bounded wait ran out (the server did not deliver what it should have)."""
+ClientTimeout = WaitTimeout
 
 
 def _headers(raw) -> tuple:
@@ -511,13 +511,3 @@ def parse_batch_headers(buf: bytes) -> list[BatchHeader]:
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
-
-def wait_until(predicate, timeout: float, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise ClientTimeout(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)

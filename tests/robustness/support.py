@@ -2,7 +2,6 @@
 well-behaved background client that checks every answer, and server-log checks."""
 from __future__ import annotations
 
-import os
 import re
 import socket
 import struct
@@ -11,9 +10,10 @@ import time
 from pathlib import Path
 
 from kraftd.protocol import messages as m
-from kraftd.protocol.api import FETCH, LIST_OFFSETS, METADATA, PRODUCE
+from kraftd.protocol.api import FETCH, METADATA, PRODUCE
 from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
 from kraftd.protocol.records import build_batch, iter_batch_headers, decode_records
+from tests.support.waiting import poll_until
 
 PRODUCE_V = 9   # flexible, topic names
 FETCH_V = 12    # flexible, topic names (v13+ uses topic ids)
@@ -246,13 +246,6 @@ def segment_files(data_dir: Path, topic: str, partition: int = 0) -> list[Path]:
     return sorted((Path(data_dir) / f"{topic}-{partition}").glob("*.log"))
 
 
-def wait_until(pred, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 # -- probing with raw bytes -------------------------------------------------------------------
@@ -353,3 +346,6 @@ def failure_signatures(lines: list[str]) -> dict[str, int]:
         key = f"{event} | {frame} | {exc}"
         out[key] = out.get(key, 0) + 1
     return out
+
+
+wait_until = poll_until  # these tests assert on the boolean themselves

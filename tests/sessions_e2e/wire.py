@@ -17,10 +17,11 @@ import socket
 import struct
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 
 from kraftd.protocol import api, framing
+from tests.support.prometheus import scrape_unlabelled
+from tests.support.waiting import WaitTimeout, wait_until  # noqa: F401
 
 DECODED = {api.FETCH, api.LIST_OFFSETS, api.METADATA, api.OFFSET_FOR_LEADER_EPOCH}
 _FIXED = struct.Struct(">hhi")
@@ -300,28 +301,8 @@ def describe_fetches(exs: list[Exchange], names: dict | None = None, limit: int 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 
 
-def scrape(metrics_port: int) -> dict[str, float]:
-    """Unlabelled samples of the Prometheus endpoint: {name: value}."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m and not m.group(2):
-            out[m.group(1)] = float(m.group(3))
-    return out
 
 
-class Timeout(AssertionError):
-    pass
+Timeout = WaitTimeout
+scrape = scrape_unlabelled
 
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise Timeout(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)

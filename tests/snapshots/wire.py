@@ -14,6 +14,8 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.records import build_batch
 from kraftd.storage.snapshots import SnapshotId, SnapshotReader, SnapshotStore
+from tests.support.prometheus import scrape_samples
+from tests.support.waiting import wait_until  # noqa: F401  (used by the tests via this module)
 
 SNAPSHOT_POLICY = {"cleanup.policy": "snapshot"}
 # The snapshots of the `served` fixture (tests/snapshots/conftest.py).
@@ -131,15 +133,6 @@ def checkpoints(directory: Path) -> list[SnapshotId]:
     return SnapshotStore(directory).ids() if directory.exists() else []
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def http(method: str, url: str, timeout: float = 10.0) -> tuple[int, bytes]:
@@ -152,22 +145,8 @@ def http(method: str, url: str, timeout: float = 10.0) -> tuple[int, bytes]:
 
 
 def metrics(server) -> dict:
-    """Parse the Prometheus text of a running server: {(name, labels-tuple): value}."""
-    status, body = http("GET", f"http://127.0.0.1:{server.metrics_port}/metrics")
-    assert status == 200
-    out = {}
-    for line in body.decode().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_labels, _, value = line.rpartition(" ")
-        if "{" in name_labels:
-            name, _, labels = name_labels.partition("{")
-            pairs = tuple(sorted(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv))
-            pairs = tuple((k, v.strip('"')) for k, v in pairs)
-        else:
-            name, pairs = name_labels, ()
-        out[(name, pairs)] = float(value)
-    return out
+    """The server's samples: {(name, sorted label pairs): value}."""
+    return scrape_samples(server.metrics_port)
 
 
 def partition_files(directory: Path) -> dict[str, list[str]]:
