@@ -490,6 +490,14 @@ class FetchResult:
         self.first_offset = -1
 
 
+def _array_len(buf, pos: int, flex: bool) -> tuple[int, int]:
+    """An array's element count: compact (uvarint, +1) in flexible versions, else int32."""
+    if flex:
+        n, pos = _uvarint(buf, pos)
+        return n - 1, pos
+    return _i32.unpack_from(buf, pos)[0], pos + 4
+
+
 def parse_fetch(buf: memoryview | bytes, version: int) -> FetchResult:
     """Decode the response header and the (single) partition header of a Fetch response frame
     body, then walk the record-batch headers: ``useful`` counts complete batches only (a
@@ -507,12 +515,7 @@ def parse_fetch(buf: memoryview | bytes, version: int) -> FetchResult:
         if err:
             r.error = err
             return r
-    if flex:
-        ntopics, pos = _uvarint(buf, pos)
-        ntopics -= 1
-    else:
-        (ntopics,) = _i32.unpack_from(buf, pos)
-        pos += 4
+    ntopics, pos = _array_len(buf, pos, flex)
     if ntopics < 1:
         r.error = -1
         return r
@@ -524,12 +527,7 @@ def parse_fetch(buf: memoryview | bytes, version: int) -> FetchResult:
     else:
         (n,) = _i16.unpack_from(buf, pos)
         pos += 2 + n
-    if flex:
-        nparts, pos = _uvarint(buf, pos)
-        nparts -= 1
-    else:
-        (nparts,) = _i32.unpack_from(buf, pos)
-        pos += 4
+    nparts, pos = _array_len(buf, pos, flex)
     if nparts < 1:
         r.error = -1
         return r
