@@ -180,6 +180,10 @@ class LogSegment:
 
     # -- reading ----------------------------------------------------------------------------
     def read_bytes(self, pos: int, n: int):
+        """Bytes at [pos, pos + n): a slice of the current mapping when it covers them (also
+        for the active segment: mapped bytes never change), else a pread copy."""
+        if pos + n <= self._map_size and self._map is not None:
+            return memoryview(self._map)[pos:pos + n]
         if self.sealed and self.use_mmap and self._map is not None:
             return self.view(pos, n)
         return _pread_full(self.fd, n, pos)
