@@ -21,7 +21,7 @@ import uuid
 from bench import wire
 from bench.common import Context, fmt, fmt_ratio, median, ratio, rotated, table, verdict
 from bench.dataset import Dataset, ensure_dataset
-from bench.servers import HOST, CeilingServer
+from bench.servers import HOST, CeilingServer, PyFloorServer
 
 NAME = "raw_consume"
 TITLE = "(a) raw consume: Fetch client counting bytes (1 partition, 1 MiB partition max bytes)"
@@ -121,6 +121,38 @@ def ceiling_server(ds: Dataset, version: int) -> CeilingServer:
     return srv
 
 
+def py_floor_server(kraftd, ds: Dataset, ceiling: CeilingServer,
+                    template: wire.FetchTemplate) -> PyFloorServer | None:
+    """The Python floor over kraftd's first segment of the dataset (None if it is not there:
+    kraftd runs elsewhere, or the segment does not start with the dataset's batches)."""
+    import glob
+    import os
+    import struct
+    if not kraftd.tmpdir:
+        return None
+    segs = sorted(glob.glob(os.path.join(kraftd.tmpdir, "data", f"{ds.topic}-0", "*.log")))
+    if not segs:
+        return None
+    with open(segs[0], "rb") as f:
+        head = f.read(1 << 16)
+    pos = 0
+    while pos + 12 <= len(head):  # skip the LeaderChange control batch(es) before the data
+        base, length = struct.unpack_from(">qi", head, pos)
+        if base == ds.start_offset:
+            break
+        pos += 12 + length
+    else:
+        return None
+    records_pos, batch, k, r, _ = ceiling.layout
+    chunks = (os.path.getsize(segs[0]) - pos) // batch // k - 1
+    if chunks < 1:
+        return None
+    srv = PyFloorServer(segs[0], ceiling.template,
+                        (records_pos, batch, k, r, pos, ds.start_offset, template.offset_pos))
+    srv.info["end_offset"] = ds.start_offset + chunks * k * r
+    return srv
+
+
 def run(ctx: Context) -> dict:
     systems = ctx.kafka_servers()
     datasets: dict[str, Dataset] = {}
@@ -146,6 +178,7 @@ def run(ctx: Context) -> dict:
 
     # the ceiling uses the same dataset shape and the highest Fetch version of the brokers
     ceiling = None
+    extra: list = []  # reference servers started here (the Python floor)
     if "ceiling" in ctx.systems:
         ref = next(iter(datasets.values()), None)
         if ref is None:
@@ -162,6 +195,16 @@ def run(ctx: Context) -> dict:
         ends["ceiling"] = ceiling.info["end_offset"]
         templates["ceiling"] = wire.FetchTemplate(cv, ref.topic, ref.topic_id,
                                                   PARTITION_MAX_BYTES)
+        kraftd = dict(systems).get("kraftd")
+        if kraftd is not None and "kraftd" in datasets and versions["kraftd"] == cv:
+            floor = py_floor_server(kraftd, datasets["kraftd"], ceiling, templates["kraftd"])
+            if floor is not None:
+                floor.start()
+                extra.append(floor)
+                datasets["pyfloor"], versions["pyfloor"], ports["pyfloor"] = \
+                    datasets["kraftd"], cv, floor.port
+                ends["pyfloor"] = floor.info["end_offset"]
+                templates["pyfloor"] = templates["kraftd"]
     runs: dict[str, list[dict]] = {n: [] for n in templates}
     order = list(templates)
     try:
@@ -184,6 +227,8 @@ def run(ctx: Context) -> dict:
                         f"{res['seconds']:.2f}s, {res['fetches']} fetches"
                         f"{'' if res['complete'] else ', time-boxed'})")
     finally:
+        for srv in extra:
+            srv.stop()
         if ceiling is not None:
             ceiling.stop()
     med = {n: median([r["mb_s"] for r in rs]) for n, rs in runs.items()}
@@ -191,6 +236,8 @@ def run(ctx: Context) -> dict:
     for n in med:
         if n != "ceiling":
             ratios[f"{n}/ceiling"] = ratio(med[n], med.get("ceiling"))
+    if "pyfloor" in med:
+        ratios["kraftd/pyfloor"] = ratio(med.get("kraftd"), med["pyfloor"])
     if "kraftd" in med and "tansu" in med:
         ratios["kraftd/tansu"] = ratio(med["kraftd"], med["tansu"])
     return dict(name=NAME, fetch_versions=versions, medians_mb_s=med, runs=runs,
@@ -219,6 +266,9 @@ def report(res: dict) -> str:
                f"{verdict(r, TARGET_VS_CEILING)}")
     if "kraftd/tansu" in res["ratios"]:
         out.append(f"  kraftd/tansu: {fmt_ratio(res['ratios']['kraftd/tansu'])} (info)")
+    if "kraftd/pyfloor" in res["ratios"]:
+        out.append(f"  kraftd/pyfloor: {fmt_ratio(res['ratios']['kraftd/pyfloor'])} (info: pyfloor "
+                   "= canned header + mmap slice of kraftd's segment, no Kafka logic)")
     for n, e in res.get("errors", {}).items():
         out.append(f"  {n}: ERROR {e}")
     return "\n".join(out)

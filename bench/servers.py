@@ -328,6 +328,26 @@ class CeilingServer(Server):
         return [str(exe), str(port), str(tpath)] + [str(x) for x in self.layout]
 
 
+class PyFloorServer(Server):
+    """bench/ceiling/py_floor.py: canned header + mmap slice of kraftd's own segment + canned
+    trailer per request, in Python on uvloop (not a Kafka server; see its docstring)."""
+
+    name = "pyfloor"
+    kafka = False
+
+    def __init__(self, segment: str, template: bytes, layout: tuple[int, ...]) -> None:
+        super().__init__()
+        self.segment = segment
+        self.template = template
+        self.layout = layout  # records_pos, batch, k, r, data_pos, first, offset_pos
+
+    def command(self, port: int) -> list[str]:
+        tpath = Path(self.tmpdir) / "response.bin"
+        tpath.write_bytes(self.template)
+        return [sys.executable, str(BENCH_DIR / "ceiling" / "py_floor.py"), str(port),
+                self.segment, str(tpath)] + [str(x) for x in self.layout]
+
+
 SYSTEM_FACTORIES: dict[str, Callable[[], Server]] = {
     "kraftd": KraftdServer,
     "tansu": TansuServer,

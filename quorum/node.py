@@ -166,6 +166,8 @@ class Node:
     # -- snapshots (KIP-630): the shell runs job.run() in a worker thread ------------------
 
     def snapshot_jobs(self) -> list[SnapshotJob]:
+        if not self._snapshot_jobs_due:  # the shell asks after every batch of requests
+            return []
         jobs = []
         for key in sorted(self._snapshot_jobs_due):
             snapshots = self.snapshots.get(key)
