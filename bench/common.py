@@ -34,6 +34,22 @@ class Context:
         return [(n, self.servers[n]) for n in self.systems if n in self.servers]
 
 
+def settle(servers: list[Server], *, busy_below: float = 0.05, window_s: float = 0.2,
+           max_wait_s: float = 15.0) -> float:
+    """Wait until none of `servers` uses more than `busy_below` of a core over `window_s`
+    (e.g. Tansu still assembling fetches a time-boxed client gave up on), so one system's
+    leftovers are not billed to the next one measured. Returns the seconds waited."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < max_wait_s:
+        before = [s.cpu_seconds() for s in servers]
+        time.sleep(window_s)
+        after = [s.cpu_seconds() for s in servers]
+        if all(a is None or b is None or (a - b) / window_s <= busy_below
+               for a, b in zip(after, before)):
+            break
+    return time.monotonic() - t0
+
+
 def median(xs: list[float]) -> float | None:
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None

@@ -19,7 +19,8 @@ import time
 import uuid
 
 from bench import wire
-from bench.common import Context, fmt, fmt_ratio, median, ratio, rotated, table, verdict
+from bench.common import (Context, fmt, fmt_ratio, median, ratio, rotated, settle, table,
+                          verdict)
 from bench.dataset import Dataset, ensure_dataset
 from bench.servers import HOST, CeilingServer, PyFloorServer
 
@@ -211,9 +212,13 @@ def run(ctx: Context) -> dict:
         for name in order:  # unmeasured warm-up pass (page cache, allocator, connections)
             consume_range(ports[name], templates[name], 0, ends[name],
                           time_box=ctx.options.get("raw_warmup_s", 3.0))
+        all_servers = [srv for _, srv in systems] + extra + ([ceiling] if ceiling else [])
         repeats = ctx.options.get("raw_repeats") or ctx.repeats
         for rep in range(repeats):
             for name in rotated(order, rep):
+                waited = settle(all_servers)
+                if waited > 1.0:
+                    ctx.log(f"  (waited {waited:.1f}s for the servers to go idle)")
                 try:
                     res = consume_range(ports[name], templates[name], 0, ends[name],
                                         time_box=ctx.options.get("raw_time_box"))

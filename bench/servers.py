@@ -196,6 +196,16 @@ class Server:
             return None
         return None
 
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time of the process (all threads) so far, from /proc."""
+        if not self.alive():
+            return None
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         p = self.proc
         if p is not None and p.poll() is None:

@@ -20,6 +20,9 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .loop_metrics import (LabelledCounter, LabelledHistogram, LoopCounter, LoopHistogram,
+                           LoopMetricsCollector)
+
 log = structlog.get_logger("kraftd.metrics")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -36,15 +39,19 @@ class ServerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.requests = Counter("kraftd_requests", "Requests received", ["api", "version"],
-                                registry=r)
-        self.request_latency = Histogram("kraftd_request_latency_seconds",
-                                         "Time from request decoded to response written",
-                                         ["api"], buckets=LATENCY_BUCKETS, registry=r)
+        # Updated on every request: lock-free loop-thread instruments (see loop_metrics.py).
+        self.requests = LabelledCounter("kraftd_requests", "Requests received", ("api", "version"))
+        self.request_latency = LabelledHistogram(
+            "kraftd_request_latency_seconds", "Time from request decoded to response written",
+            ("api",), LATENCY_BUCKETS)
+        self.bytes_in = LoopCounter()
+        self.bytes_out = LoopCounter()
+        r.register(LoopMetricsCollector(
+            {"kraftd_bytes_in": ("Bytes read from Kafka clients", self.bytes_in),
+             "kraftd_bytes_out": ("Bytes written to Kafka clients", self.bytes_out)},
+            [self.requests, self.request_latency]))
         self.errors = Counter("kraftd_errors", "Responses with a top-level error code",
                               ["api", "code"], registry=r)
-        self.bytes_in = Counter("kraftd_bytes_in", "Bytes read from Kafka clients", registry=r)
-        self.bytes_out = Counter("kraftd_bytes_out", "Bytes written to Kafka clients", registry=r)
         # A gauge may not share a counter's base name, hence _open.
         self.connections_open = Gauge("kraftd_connections_open", "Open client connections",
                                       registry=r)
@@ -64,20 +71,20 @@ class ServerMetrics:
                                                "Time to load a partition's state from its latest snapshot "
                                                "and the log after it (ms)", ["topic", "partition"],
                                                buckets=SNAPSHOT_MS_BUCKETS, registry=r)
-        self._req_children: dict[tuple[str, int], Any] = {}
-        self._lat_children: dict[str, Any] = {}
+        self._req_children: dict[tuple[str, int], LoopCounter] = {}
+        self._lat_children: dict[str, LoopHistogram] = {}
 
-    def request_counter(self, api: str, version: int):
+    def request_counter(self, api: str, version: int) -> LoopCounter:
         key = (api, version)
         child = self._req_children.get(key)
         if child is None:
-            child = self._req_children[key] = self.requests.labels(api, str(version))
+            child = self._req_children[key] = self.requests.child(api, str(version))
         return child
 
-    def latency(self, api: str):
+    def latency(self, api: str) -> LoopHistogram:
         child = self._lat_children.get(api)
         if child is None:
-            child = self._lat_children[api] = self.request_latency.labels(api)
+            child = self._lat_children[api] = self.request_latency.child(api)
         return child
 
     def observe_snapshot_loads(self, node: Any) -> None:

@@ -1,0 +1,103 @@
+"""Per-request instruments without locks: plain numbers the event loop thread updates.
+
+prometheus_client's Counter and Histogram take a lock on every update (they allow any thread);
+a request updates four of them, about a tenth of a small request's Python time. These are only
+ever updated and scraped on the loop thread (the metrics endpoint runs on the same loop), so a
+plain integer is exact. `LoopMetricsCollector` exposes them under the same names and labels
+the prometheus_client instruments had.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Iterable
+
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+
+class LoopCounter:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+
+class LoopHistogram:
+    """Bucket counts (not cumulative) for upper bounds `bounds`, plus +Inf, and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # first bound >= value: "le"
+        self.sum += value
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        out, total = [], 0
+        for bound, n in zip(self.bounds + (float("inf"),), self.counts):
+            total += n
+            out.append((floatToGoString(bound), total))
+        return out
+
+
+class LabelledCounter:
+    """Children by label values, created on first use."""
+
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
+        self.name, self.doc, self.labels = name, doc, labels
+        self.children: dict[tuple[str, ...], LoopCounter] = {}
+
+    def child(self, *values: str) -> LoopCounter:
+        c = self.children.get(values)
+        if c is None:
+            c = self.children[values] = LoopCounter()
+        return c
+
+    def family(self) -> CounterMetricFamily:
+        fam = CounterMetricFamily(self.name, self.doc, labels=list(self.labels))
+        for values, c in self.children.items():
+            fam.add_metric(list(values), c.value)
+        return fam
+
+
+class LabelledHistogram:
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...],
+                 bounds: tuple[float, ...]) -> None:
+        self.name, self.doc, self.labels, self.bounds = name, doc, labels, bounds
+        self.children: dict[tuple[str, ...], LoopHistogram] = {}
+
+    def child(self, *values: str) -> LoopHistogram:
+        h = self.children.get(values)
+        if h is None:
+            h = self.children[values] = LoopHistogram(self.bounds)
+        return h
+
+    def family(self) -> HistogramMetricFamily:
+        fam = HistogramMetricFamily(self.name, self.doc, labels=list(self.labels))
+        for values, h in self.children.items():
+            fam.add_metric(list(values), h.cumulative(), h.sum)
+        return fam
+
+
+class LoopMetricsCollector(Collector):
+    def __init__(self, counters: dict[str, tuple[str, LoopCounter]],
+                 labelled: list[LabelledCounter | LabelledHistogram]) -> None:
+        self._counters = counters  # name -> (doc, counter)
+        self._labelled = labelled
+
+    def describe(self) -> Iterable:
+        return []
+
+    def collect(self) -> Iterable:
+        for name, (doc, c) in self._counters.items():
+            yield CounterMetricFamily(name, doc, value=c.value)
+        for m in self._labelled:
+            yield m.family()
