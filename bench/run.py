@@ -55,6 +55,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--raw-repeats", type=int, default=None,
                    help="raw-consume repetitions (default 5; --quick 3): passes are cheap "
                         "except on Tansu, where they are time-boxed")
+    p.add_argument("--raw-min-seconds", type=float, default=None,
+                   help="a raw-consume pass sweeps the dataset again until it has run this "
+                        "long (default 2; --quick 0): one 1 GiB sweep is ~0.2-0.5 s, too "
+                        "short to average out this machine's noise")
     p.add_argument("--client-time-box", type=float, default=None,
                    help="max seconds per real-client pass (default 20; --quick 10)")
     p.add_argument("--small-topic", choices=["small", "data"], default="small",
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ctx.options["raw_time_box"] = args.raw_time_box or (5.0 if q else 10.0)
     ctx.options["raw_repeats"] = args.raw_repeats or (3 if q else 5)
+    ctx.options["raw_min_seconds"] = (args.raw_min_seconds if args.raw_min_seconds is not None
+                                      else (0.0 if q else 2.0))
     ctx.options["raw_warmup_s"] = 1.0 if q else 3.0
     ctx.options["client_time_box"] = args.client_time_box or (10.0 if q else 20.0)
     ctx.options["warmup_s"] = 0.5 if q else 1.0
