@@ -349,3 +349,24 @@ def failure_signatures(lines: list[str]) -> dict[str, int]:
 
 
 wait_until = poll_until  # these tests assert on the boolean themselves
+
+
+def check_healthy(server, good: "GoodClient") -> None:
+    """After the abuse: the good client still makes progress, the server is alive, everything
+    the good client produced reads back exactly, and the log shows no internal failure."""
+    rounds = good.rounds
+    assert wait_until(lambda: good.rounds >= rounds + 3 or good.errors, 10)
+    good.finish()
+    assert not good.errors, good.errors
+    assert server.alive(), "server died:\n" + "\n".join(server.log_lines[-40:])
+    c = RawClient(server.port)
+    try:
+        got = [(o, v) for o, _, v in c.read_all(good.topic)]
+    finally:
+        c.close()
+    assert got == good.produced, "the good client's data does not read back exactly"
+    failures = server_failures(server.log_lines)
+    kinds = failure_signatures(server.log_lines)
+    assert not failures, (f"{len(failures)} internal failures in the server log, by kind:\n"
+                          + "\n".join(f"  {n} x {k}" for k, n in kinds.items())
+                          + "\nfirst:\n" + failures[0])

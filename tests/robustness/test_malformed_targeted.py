@@ -19,8 +19,8 @@ from kraftd.protocol.api import API_BY_KEY, API_VERSIONS, LIST_OFFSETS, PRODUCE
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.records import _HEADER, MAGIC, build_batch
 
-from .support import (GoodClient, Probe, RawClient, batch_of, encode, probe, records_of,
-                      rss_kib, sentinel_frame, server_failures, wait_until)
+from .support import (GoodClient, Probe, RawClient, batch_of, check_healthy, encode, probe,
+                      records_of, rss_kib, sentinel_frame, wait_until)
 
 MAX_BYTES = 1 << 20  # KRAFTD_SOCKET_REQUEST_MAX_BYTES for most tests here
 
@@ -40,22 +40,6 @@ def good(server):
     # teardown checks live in check_healthy (called explicitly so failures point at the test)
     g.stop_event.set()
     g.join(10)
-
-
-def check_healthy(server, good: GoodClient) -> None:
-    rounds = good.rounds
-    assert wait_until(lambda: good.rounds >= rounds + 3 or good.errors, 10)
-    good.finish()
-    assert not good.errors, good.errors
-    assert server.alive(), "server died:\n" + "\n".join(server.log_lines[-40:])
-    c = RawClient(server.port)
-    try:
-        got = [(o, v) for o, _, v in c.read_all(good.topic)]
-    finally:
-        c.close()
-    assert got == good.produced, "good client's data does not read back exactly"
-    failures = server_failures(server.log_lines)
-    assert not failures, "server logged internal failures:\n" + "\n\n".join(failures[:3])
 
 
 def frame(body: bytes) -> bytes:
