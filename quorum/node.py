@@ -1,11 +1,14 @@
-"""The single-node broker core, sans-IO: driven by handle()/poll()/on_flushed() with `now_ms`.
+"""A node's sans-IO core: the partitions it hosts, their Raft groups, and the RPC handlers.
 
-Storage is injected (a log opener, a topic catalog, state stores), so the same core runs on
-files under the asyncio server and on memory logs under a deterministic simulation.
+Driven by handle() / poll() / on_response() / on_unreachable() / on_flushed() with `now_ms`;
+outputs are responses (Outcome, Completion) and an Outbox (state to persist first, then
+requests to send). Storage, randomness and ids are injected, so the same core runs on files
+under the asyncio server and on memory logs under the deterministic simulation (tests/sim).
 """
 from __future__ import annotations
 
 import logging
+import random
 import secrets
 from pathlib import Path
 
@@ -13,12 +16,15 @@ from .fetch_sessions import FetchSessionCache
 from .fetch_sessions.contexts import partition_key_int
 from .handlers import HANDLERS
 from .handlers.context import HandlerContext
-from .leadership import Leadership
 from .node_config import NodeConfig
 from .outcomes import Completion, Outcome
 from .partition import Partition, PartitionKey
 from .producer_ids import ProducerIdAllocator
 from .purgatory import Purgatory
+from .raft.config import BugSwitches, RaftConfig
+from .raft.election_state import ElectionState
+from .raft.leader_change import leader_change_batch
+from .raft.replication import Outbox, Replication
 from .snapshots.partition_snapshots import PartitionSnapshots, SnapshotJob
 from .topic_config import TopicConfig
 from .topics import Topic, TopicRegistry
@@ -27,11 +33,13 @@ log = logging.getLogger(__name__)
 
 
 class Node:
-    def __init__(self, config: NodeConfig, *, catalog, quorum_store, producer_id_store, open_log,
-                 open_snapshot_store=None, new_session_id=None, clock=None) -> None:
+    def __init__(self, config: NodeConfig, *, catalog, election_store, producer_id_store, open_log,
+                 open_snapshot_store=None, new_session_id=None, clock=None, rng: random.Random | None = None,
+                 raft_config: RaftConfig | None = None, bugs: BugSwitches | None = None,
+                 cluster_id: str | None = None, rejoining: bool = False) -> None:
         self.config = config
         self._catalog = catalog
-        self._leadership = Leadership(quorum_store, config.node_id)
+        self._election_store = election_store
         self._purgatory = Purgatory()
         self._dirty: dict[PartitionKey, Partition] = {}
         self._completions: list[Completion] = []
@@ -39,6 +47,10 @@ class Node:
         self._now_ms = 0  # the time of the call being handled (topics created mid-request need it)
         self._open_snapshot_store = open_snapshot_store
         self._clock = clock  # a monotonic seconds clock, only to report how long loading took
+        # A node restarted on an empty data dir may have voted before and forgotten it: its groups
+        # may not vote or stand until each has caught up with a leader once (the disk-loss rule).
+        self._rejoining = rejoining
+        self._started = False
         self.snapshots: dict[PartitionKey, PartitionSnapshots] = {}
         self._snapshot_jobs_due: set[PartitionKey] = set()
         self.topics = TopicRegistry(config, catalog, open_log, self._make_partition)
@@ -47,17 +59,24 @@ class Node:
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
             new_session_id or _random_session_id)
+        cluster_id = cluster_id or catalog.cluster_id()
+        self.replication = Replication(
+            config.node_id, config=raft_config or RaftConfig(), rng=rng or random.Random(secrets.randbits(64)),
+            hooks=self, cluster_id=cluster_id, fsync_never=config.fsync_policy == "never", bugs=bugs)
+        self._stored_states = election_store.load()
         self._ctx = HandlerContext(
-            config=config, cluster_id=catalog.cluster_id(), topics=self.topics, purgatory=self._purgatory,
+            config=config, cluster_id=cluster_id, topics=self.topics, purgatory=self._purgatory,
             allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
-            fetch_sessions=self.fetch_sessions,
+            fetch_sessions=self.fetch_sessions, replication=self.replication,
         )
 
     @classmethod
     def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
-        """File-backed node: recover every log, then lead at a new epoch. Blocking."""
-        from kraftd.storage import FileLog, QuorumStateStore, TopicCatalog
+        """File-backed node: recover every log, then elect (a single voter leads at a new epoch). Blocking."""
+        from kraftd.storage import FileLog, TopicCatalog
         from kraftd.storage.snapshots import SnapshotStore
+
+        from .raft.election_state import FileElectionStore
 
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -66,75 +85,146 @@ class Node:
             return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
                            index_interval_bytes=config.index_interval_bytes)
 
-        node = cls(config, catalog=TopicCatalog(data_dir), quorum_store=QuorumStateStore(data_dir / "quorum-state"),
+        from kraftd.storage import QuorumStateStore
+        node = cls(config, catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                    producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                    open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),
                    clock=clock)
         node.start(now_ms)
+        node.settle_startup(now_ms)
         return node
 
     @property
     def leader_epoch(self) -> int:
-        return self._leadership.epoch
+        """The highest epoch of any group here (on a single node every group shares it)."""
+        return max((g.epoch for g in self.replication.groups.values()), default=self._legacy_epoch())
 
     @property
     def cluster_id(self) -> str:
         return self._ctx.cluster_id
 
-    def start(self, now_ms: int) -> None:
-        """Recover topics, persist epoch+1, and give every partition the new epoch's start."""
-        self._now_ms = now_ms
-        epoch = self._leadership.become_leader()
-        self._ctx.leader_epoch = epoch
-        self.topics.load()
-        for partition in self.topics.partitions():
-            # Durable before serving: a restarted node's HW includes the new epoch's start.
-            self._begin_epoch(partition, now_ms)
-        log.info("leading at epoch %d with %d topics", epoch, len(self.topics))
+    def _legacy_epoch(self) -> int:
+        return getattr(self._election_store, "legacy_epoch", 0)
 
-    def _make_partition(self, topic, index, topic_id, partition_log, config, topic_num: int) -> Partition:
+    def start(self, now_ms: int) -> None:
+        """Recover topics and start their groups. A group of one voter elects itself at once."""
+        self._now_ms = now_ms
+        self.topics.load()
+        self._started = True
+        self.replication.poll(now_ms)
+        log.info("started with %d topics, %d groups", len(self.topics), len(self.replication.groups))
+
+    def settle_startup(self, now_ms: int) -> None:
+        """Before serving (single node, blocking): persist the elections, make the epochs'
+        LeaderChange batches durable, so a restarted node's HW includes its new epoch's start."""
+        out = self.take_outbox(now_ms)
+        if out.persist:
+            self.persist_election_states(out.persist)
+        for key, partition_log in self.logs_to_flush():
+            self.on_flushed(key, partition_log.flush(), now_ms)
+
+    def _make_partition(self, topic, index, topic_id, partition_log, config, topic_num: int,
+                        voters=None) -> Partition:
         partition = Partition(topic=topic, index=index, topic_id=topic_id, log=partition_log, config=config,
-                              leader_epoch=self._leadership.epoch, leader_id=self.config.node_id,
-                              hw_follows_flush=self.config.fsync_policy != "never",
-                              journal=self.fetch_sessions.journal,
-                              session_key=partition_key_int(topic_num, index))
+                              high_watermark=partition_log.log_start_offset,
+                              journal=self.fetch_sessions.journal, session_key=partition_key_int(topic_num, index))
         if config.is_snapshot_policy:
             self._attach_snapshots(partition)
-        # Whatever survived recovery is on disk now; on a single node it is committed.
-        partition.high_watermark = partition_log.log_end_offset
+        voters = tuple(voters) if voters else (self.config.node_id,)
+        stored = self._stored_states.get(partition.key)
+        fresh = stored is None
+        if fresh:
+            # A single node's groups share one epoch (raised at each start, as before replication):
+            # a group created while serving elects itself at the node's current epoch.
+            epoch = 0
+            if len(voters) == 1:
+                floor = self.leader_epoch_floor()
+                epoch = max(floor - 1, 0) if self._started else floor
+            stored = ElectionState(epoch, may_vote=not self._rejoining)
+        self.replication.add_group(partition, voters, stored, self._now_ms, persist_now=fresh)
+        partition.raft = self.replication.groups[partition.key]
         return partition
 
+    def leader_epoch_floor(self) -> int:
+        epochs = [g.epoch for g in self.replication.groups.values() if len(g.voters) == 1]
+        return max(epochs, default=self._legacy_epoch())
+
     def _attach_snapshots(self, partition: Partition) -> None:
-        """Startup invariants, then the state from the latest snapshot (the tail comes later)."""
+        """Startup invariants and the state from the latest snapshot; the log tail is applied as
+        the HW covers it (only committed records reach the state)."""
         snapshots = PartitionSnapshots(partition, self._open_snapshot_store(partition.topic, partition.index))
         started = self._clock() if self._clock else None
         for name in snapshots.recover():
             log.info("removed leftover snapshot file %s", name)
         snapshots.load()
-        snapshots.machine.catch_up(partition.log, partition.log.log_end_offset)
         if started is not None:
             snapshots.load_ms = (self._clock() - started) * 1000.0
         partition.snapshots = snapshots
         self.snapshots[partition.key] = snapshots
 
-    def _begin_epoch(self, partition: Partition, now_ms: int, *, durable: bool = True) -> None:
-        """Give the epoch its start offset (a LeaderChange batch). At startup (in a thread,
-        before serving) it is fsynced at once; a topic created while serving leaves that to the
-        group commit, so CreateTopics costs no fsync on the event loop."""
-        partition.log.append_as_leader(self._leadership.leader_change_batch(now_ms), self._leadership.epoch,
-                                       now_ms=now_ms)
-        if durable:
-            partition.log.flush()
-            partition.after_flush(partition.log.log_end_offset)
-        else:
-            self._dirty[partition.key] = partition
-        partition.after_append()
-
     def _create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
         topic = self.topics.create(name, partitions, configs)
-        for partition in topic.partitions:
-            self._begin_epoch(partition, self._now_ms, durable=False)
+        self.replication.poll(self._now_ms)  # a group of one voter leads at once
         return topic
+
+    def create_replicated_topic(self, name: str, topic_id, assignments: list, configs: dict, now_ms: int) -> Topic:
+        """Host this node's replicas of a topic whose placement was decided elsewhere (the
+        simulation; later the metadata quorum). `assignments[i]` lists partition i's voters."""
+        self._now_ms = now_ms
+        topic = self.topics.create(name, len(assignments), configs, topic_id=topic_id, assignments=assignments)
+        self.replication.poll(now_ms)
+        return topic
+
+    # -- hooks the Raft groups call ------------------------------------------------------------
+    def append_leader_change(self, group, now_ms: int, granting=()) -> None:
+        partition = group.partition
+        batch = leader_change_batch(self.config.node_id, group.epoch, group.voters, granting or (self.config.node_id,),
+                                    now_ms)
+        partition.log.append_as_leader(batch, group.epoch, now_ms=now_ms)
+        self._dirty[partition.key] = partition
+        self._completions += self._purgatory.notify([partition.key], now_ms)
+
+    def partition_changed(self, partition: Partition, *, hw: bool) -> None:
+        partition.record_change()
+        if hw:
+            self._hw_moved([partition.key], self._now_ms)
+        else:
+            self._completions += self._purgatory.notify([partition.key], self._now_ms)
+
+    def follower_appended(self, partition: Partition) -> None:
+        self._dirty[partition.key] = partition
+
+    def follower_truncated(self, partition: Partition) -> None:
+        self._dirty[partition.key] = partition
+        partition.record_change()
+
+    def follower_log_start(self, partition: Partition, leader_log_start: int) -> None:
+        """Followers advance to min(leader's log start, own HW, own latest snapshot) (KIP-630)."""
+        target = min(leader_log_start, partition.high_watermark)
+        snapshots = partition.snapshots
+        if snapshots is not None:
+            latest = snapshots.latest
+            target = min(target, latest.end_offset if latest else partition.log.log_start_offset)
+        if target > partition.log.log_start_offset:
+            partition.log.advance_log_start(target)
+            partition.after_log_start_moved()
+            if snapshots is not None:
+                snapshots.store.delete_older_than(snapshots.latest)
+
+    def begin_snapshot_download(self, partition: Partition, snapshot_id):
+        return partition.snapshots.store.begin_download(snapshot_id)
+
+    def install_snapshot(self, partition: Partition, snapshot_id, now_ms: int) -> None:
+        """A downloaded snapshot is in place: the log restarts at its end, the state is loaded."""
+        snapshots = partition.snapshots
+        partition.log.truncate_fully_and_start_at(snapshot_id.end_offset)
+        partition.log.epoch_cache.assign(snapshot_id.epoch, snapshot_id.end_offset)
+        snapshots.load()
+        if snapshot_id.end_offset > partition.high_watermark:
+            partition.set_high_watermark(snapshot_id.end_offset)
+        partition.after_log_start_moved()
+        snapshots.store.delete_older_than(snapshot_id)
+        self._dirty[partition.key] = partition
 
     # -- driving the core ------------------------------------------------------------------
 
@@ -145,14 +235,42 @@ class Node:
         self._after_handling(now_ms)
         return outcome
 
+    def on_response(self, source: int, correlation_id: int, response, now_ms: int) -> None:
+        self._now_ms = now_ms
+        self.replication.on_response(source, correlation_id, response, now_ms)
+
+    def on_unreachable(self, node_id: int, now_ms: int) -> None:
+        self._now_ms = now_ms
+        self.replication.on_unreachable(node_id, now_ms)
+
+    def take_outbox(self, now_ms: int) -> Outbox:
+        """What to persist (first) and send; see Replication.take_outbox."""
+        return self.replication.take_outbox(now_ms)
+
+    def persist_election_states(self, states: dict) -> None:
+        """Blocking write, then release what waited for it (tests, startup, shutdown)."""
+        self.write_election_states(states)
+        self.replication.on_persisted()
+
+    def write_election_states(self, states: dict) -> None:
+        """Blocking: one write and one fsync for the whole batch; safe off the loop thread."""
+        self._election_store.write(states)
+
+    def on_persisted(self) -> None:
+        self.replication.on_persisted()
+
     def _after_handling(self, now_ms: int) -> None:
         ctx = self._ctx
         if ctx.appended:
             self._dirty.update(ctx.appended)
+            keys = list(ctx.appended)
             ctx.appended.clear()
-        if ctx.hw_changed:
-            self._hw_moved(ctx.hw_changed, now_ms)
-            ctx.hw_changed.clear()
+            # A follower's parked fetch wakes on the append, not only on HW movement.
+            self._completions += self._purgatory.notify(keys, now_ms)
+            for key in keys:
+                partition = self.topics.partition(*key)
+                if partition is not None:
+                    partition.raft.maybe_advance_hw(now_ms)  # fsync_policy=never: at once
 
     def _hw_moved(self, keys, now_ms: int) -> None:
         self._completions += self._purgatory.notify(keys, now_ms)
@@ -181,11 +299,29 @@ class Node:
         snapshots = self.snapshots.get(job.key)
         if snapshots is None:
             return
-        snapshots.finish(job, error)
+        snapshots.finish(job, error, now_ms)
         if error is not None:
             log.error("snapshot %s of %s-%s failed: %s", job.snapshot_id, *job.key, error)
-        elif snapshots.due():
-            self._snapshot_jobs_due.add(job.key)
+        else:
+            self._advance_log_start(snapshots, now_ms)
+            if snapshots.due():
+                self._snapshot_jobs_due.add(job.key)
+
+    def _advance_log_start(self, snapshots: PartitionSnapshots, now_ms: int) -> None:
+        """KIP-630: a leader moves the log start to its latest snapshot once every live replica
+        has fetched past it, or once snapshot_start_offset_lag_time_max_ms has passed; a
+        follower takes min(leader's log start, its own latest snapshot) as it fetches."""
+        group = snapshots.partition.raft
+        if not group.is_leader:
+            return
+        latest = snapshots.latest
+        if latest is None:
+            return
+        lagging = group.role.progress.min_live_offset(now_ms, self.replication.config.check_quorum_ms,
+                                                      self.replication.peer_fetch_ms)
+        waited = now_ms - snapshots.latest_taken_ms >= self.config.snapshot_start_offset_lag_time_max_ms
+        if lagging is None or lagging >= latest.end_offset or waited:
+            snapshots.advance_log_start()
 
     def request_snapshot(self, topic: str, index: int) -> bool:
         """`kraftd snapshot create`: snapshot now if anything is newer than the latest one."""
@@ -207,12 +343,20 @@ class Node:
 
     def poll(self, now_ms: int) -> list[Completion]:
         self._now_ms = now_ms
+        self.replication.poll(now_ms)
         if now_ms >= self._next_retention_ms:
             self._apply_retention(now_ms)
+            self._gate_log_starts(now_ms)
             self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
         done = self._completions + self._purgatory.expire(now_ms)
         self._completions = []
         return done
+
+    def _gate_log_starts(self, now_ms: int) -> None:
+        for snapshots in self.snapshots.values():
+            latest = snapshots.latest
+            if latest is not None and latest.end_offset > snapshots.partition.log.log_start_offset:
+                self._advance_log_start(snapshots, now_ms)
 
     def drain(self, now_ms: int) -> list[Completion]:
         """Shutting down: answer every parked request now with what it would get at expiry."""
@@ -221,9 +365,15 @@ class Node:
         self._completions = []
         return done
 
+    def resign_all(self, now_ms: int) -> int:
+        """Graceful shutdown: hand over every leadership (EndQuorumEpoch) before exiting."""
+        self._now_ms = now_ms
+        return self.replication.resign_all(now_ms)
+
     def next_deadline_ms(self) -> int | None:
-        deadline = self._purgatory.next_deadline_ms()
-        return self._next_retention_ms if deadline is None else min(deadline, self._next_retention_ms)
+        deadlines = [d for d in (self._purgatory.next_deadline_ms(), self.replication.next_deadline_ms(),
+                                 self._next_retention_ms) if d is not None]
+        return min(deadlines)
 
     def logs_to_flush(self) -> list:
         if self.config.fsync_policy == "never":
@@ -233,9 +383,10 @@ class Node:
         return [(p.key, p.log) for p in self._dirty.values()]
 
     def on_flushed(self, key: PartitionKey, flushed_offset: int, now_ms: int) -> list[Completion]:
+        self._now_ms = now_ms
         partition = self.topics.partition(*key)
-        if partition is not None and partition.after_flush(flushed_offset):
-            self._hw_moved([key], now_ms)
+        if partition is not None:
+            self.replication.on_flushed(partition, flushed_offset, now_ms)
         done, self._completions = self._completions, []
         return done
 
@@ -244,6 +395,8 @@ class Node:
             cfg = partition.config
             if cfg.cleanup_policy != "delete" or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
                 continue
+            if not partition.is_leader:
+                continue  # followers take the leader's log start as they fetch
             partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes,
                                           max_offset=partition.high_watermark)
             partition.after_log_start_moved()
@@ -260,6 +413,11 @@ class Node:
         ]
 
     def close(self) -> None:
+        """Clean shutdown (blocking): pending election states, then every log, made durable."""
+        out = self.take_outbox(self._now_ms)
+        while out.persist:
+            self.persist_election_states(out.persist)
+            out = self.take_outbox(self._now_ms)
         for partition in self.topics.partitions():
             partition.log.flush()
             partition.log.close()

@@ -1,4 +1,7 @@
-"""One partition led by this node: its log, leader epoch and high watermark."""
+"""One partition replica on this node: its log, high watermark and Raft group.
+
+Leader and epoch are read from the group's state (`raft`), never copied here.
+"""
 from __future__ import annotations
 
 import uuid
@@ -16,20 +19,30 @@ class Partition:
     topic_id: uuid.UUID
     log: object  # a kraftd.storage PartitionLog
     config: TopicConfig
-    leader_epoch: int
     high_watermark: int = 0
-    # When fsync is off, the HW follows the log end at once; otherwise only durable data counts.
-    hw_follows_flush: bool = True
-    leader_id: int = -1
     # KIP-630 state and snapshots, for cleanup.policy=snapshot topics only.
     snapshots: object = None
     # KIP-227: changes go to the node's ChangeJournal under this key, for fetch sessions.
     journal: object = None
     session_key: int = 0
+    # The partition's Raft group (quorum.raft.group.RaftGroup): epoch, leader, role.
+    raft: object = None
 
     @property
     def key(self) -> PartitionKey:
         return (self.topic, self.index)
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.raft.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.raft.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.is_leader
 
     @property
     def log_start_offset(self) -> int:
@@ -47,28 +60,17 @@ class Partition:
     def needs_flush(self) -> bool:
         return self.log.flushed_offset < self.log.log_end_offset
 
-    def after_append(self) -> bool:
-        """Update the HW after an append; True when it moved."""
-        if self.hw_follows_flush:
-            return False
-        return self._advance_hw(self.log.log_end_offset)
-
-    def after_flush(self, flushed_offset: int) -> bool:
-        return self._advance_hw(min(flushed_offset, self.log.log_end_offset))
-
-    def _advance_hw(self, offset: int) -> bool:
-        if offset > self.high_watermark:
-            self.high_watermark = offset
-            self._record_change()
-            return True
-        return False
+    def set_high_watermark(self, offset: int) -> None:
+        """Only the Raft group moves the HW (forward)."""
+        self.high_watermark = offset
+        self.record_change()
 
     def after_log_start_moved(self) -> None:
         # DeleteRecords/retention never move the log start past the HW, but keep HW ≥ log start.
         if self.high_watermark < self.log.log_start_offset:
             self.high_watermark = self.log.log_start_offset
-        self._record_change()
+        self.record_change()
 
-    def _record_change(self) -> None:
+    def record_change(self) -> None:
         if self.journal is not None:
             self.journal.record(self.session_key)

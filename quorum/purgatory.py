@@ -29,6 +29,12 @@ class Purgatory:
     def __len__(self) -> int:
         return len(self._ops)
 
+    def reserve_token(self) -> int:
+        """A token for an answer completed elsewhere (quorum RPCs held until a persist)."""
+        token = self._next_token
+        self._next_token += 1
+        return token
+
     def park(self, op: DelayedOperation) -> int:
         token = self._next_token
         self._next_token += 1

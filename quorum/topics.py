@@ -60,7 +60,7 @@ class TopicRegistry:
     def load(self) -> None:
         for entry in self._catalog.all():
             config = TopicConfig.resolve(entry.configs, self._config)
-            self._add(entry.name, entry.topic_id, config, entry.partitions)
+            self._add(entry.name, entry.topic_id, config, entry.partitions, entry.assignments)
 
     def __iter__(self) -> Iterator[Topic]:
         return iter(self._by_name.values())
@@ -97,15 +97,19 @@ class TopicRegistry:
         except InvalidTopicConfig as exc:
             raise TopicError("INVALID_CONFIG", str(exc)) from None
 
-    def create(self, name: str, num_partitions: int, configs: dict) -> Topic:
+    def create(self, name: str, num_partitions: int, configs: dict, *, topic_id: uuid.UUID | None = None,
+               assignments: list | None = None) -> Topic:
+        """`assignments[i]`: the voters of partition i (default: this node alone)."""
         config = self.validate(name, num_partitions, configs)
-        entry = self._catalog.create(name, num_partitions, {k: v for k, v in configs.items() if v is not None})
-        return self._add(name, entry.topic_id, config, num_partitions)
+        entry = self._catalog.create(name, num_partitions, {k: v for k, v in configs.items() if v is not None},
+                                     topic_id=topic_id, assignments=assignments)
+        return self._add(name, entry.topic_id, config, num_partitions, entry.assignments)
 
-    def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int) -> Topic:
+    def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int, assignments=None) -> Topic:
         num = len(self._by_name) + 1
         partitions = [
-            self._make_partition(name, i, topic_id, self._open_log(name, i, config), config, num)
+            self._make_partition(name, i, topic_id, self._open_log(name, i, config), config, num,
+                                 assignments[i] if assignments else None)
             for i in range(count)
         ]
         topic = Topic(name, topic_id, config, partitions, num=num)

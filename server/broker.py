@@ -239,6 +239,21 @@ class Broker:
             if self.fatal is not None or self._stopping:
                 return
 
+    async def persist_election_states(self) -> None:
+        """Raft transitions are durable before they take effect, and before the data of the
+        epochs they start: one write and one fsync per batch, in the fsync pool."""
+        take = getattr(self.node, "take_outbox", None)
+        if take is None:
+            return
+        out = take(now_ms())
+        while out.persist:
+            await self._loop.run_in_executor(self._fsync_pool, self.node.write_election_states, out.persist)
+            self.node.on_persisted()
+            out = take(now_ms())
+        if out.sends:
+            log.warning("no peers to send to on a single node", count=len(out.sends))
+        self._deliver(out.completions)
+
     def drain_parked(self) -> None:
         """Shutdown: parked fetches are answered now instead of at their deadline."""
         drain = getattr(self.node, "drain", None)
@@ -246,6 +261,7 @@ class Broker:
             self._deliver(drain(now_ms()))
 
     async def flush_logs(self) -> None:
+        await self.persist_election_states()
         logs = self.node.logs_to_flush()
         if not logs:
             return

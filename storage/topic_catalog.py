@@ -25,6 +25,7 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict = field(default_factory=dict)
+    assignments: tuple | None = None  # per partition, its replicas (Raft voters); None: this node alone
 
 
 class TopicCatalog:
@@ -36,18 +37,24 @@ class TopicCatalog:
         if os.path.exists(self._path):
             with open(self._path, "rb") as f:
                 for name, t in json.loads(f.read())["topics"].items():
+                    assignments = t.get("assignments")
                     self._topics[name] = TopicInfo(
-                        name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t["configs"])
+                        name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t["configs"]),
+                        tuple(tuple(a) for a in assignments) if assignments else None,
                     )
 
     def create(
-        self, name: str, partitions: int, configs: dict | None = None, topic_id: uuid.UUID | None = None
+        self, name: str, partitions: int, configs: dict | None = None, topic_id: uuid.UUID | None = None,
+        assignments=None,
     ) -> TopicInfo:
         if name in self._topics:
             raise TopicExistsError(name)
         if partitions < 1:
             raise ValueError("partitions must be ≥ 1")
-        info = TopicInfo(name, topic_id or _random_topic_id(), partitions, dict(configs or {}))
+        if assignments is not None and len(assignments) != partitions:
+            raise ValueError("one replica list per partition")
+        info = TopicInfo(name, topic_id or _random_topic_id(), partitions, dict(configs or {}),
+                         tuple(tuple(a) for a in assignments) if assignments else None)
         self._topics[name] = info
         self._save()
         return info
@@ -59,6 +66,7 @@ class TopicCatalog:
             old.topic_id,
             old.partitions if partitions is None else partitions,
             old.configs if configs is None else dict(configs),
+            old.assignments,
         )
         self._topics[name] = info
         self._save()
@@ -100,7 +108,8 @@ class TopicCatalog:
         doc = {
             "version": 1,
             "topics": {
-                t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+                t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs,
+                         **({"assignments": [list(a) for a in t.assignments]} if t.assignments else {})}
                 for t in self._topics.values()
             },
         }

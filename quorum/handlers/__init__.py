@@ -1,8 +1,9 @@
 """One module per RPC. Each exposes handle(ctx, header, request, now_ms, peer) -> Outcome."""
 from kraftd.protocol import api
 
-from . import (api_versions, create_topics, delete_records, fetch, fetch_snapshot, find_coordinator, init_producer_id,
-               list_offsets, metadata, offset_for_leader_epoch, produce)
+from . import (api_versions, begin_quorum_epoch, create_topics, delete_records, describe_quorum, end_quorum_epoch, fetch,
+               fetch_snapshot, find_coordinator, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
+               produce, vote)
 
 HANDLERS = {
     api.API_VERSIONS: api_versions.handle,
@@ -16,4 +17,8 @@ HANDLERS = {
     api.DELETE_RECORDS: delete_records.handle,
     api.FETCH_SNAPSHOT: fetch_snapshot.handle,
     api.FIND_COORDINATOR: find_coordinator.handle,
+    api.VOTE: vote.handle,
+    api.BEGIN_QUORUM_EPOCH: begin_quorum_epoch.handle,
+    api.END_QUORUM_EPOCH: end_quorum_epoch.handle,
+    api.DESCRIBE_QUORUM: describe_quorum.handle,
 }

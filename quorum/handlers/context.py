@@ -22,9 +22,7 @@ class HandlerContext:
     # Creates a topic and gives each partition its epoch start (LeaderChange batch).
     create_topic: Callable[[str, int, dict], Topic]
     fetch_sessions: FetchSessionCache
-    leader_epoch: int = 0
-    # Partitions whose high watermark moved while handling; the node wakes their watchers.
-    hw_changed: set = field(default_factory=set)
+    replication: object = None  # quorum.raft.replication.Replication
     # Partitions appended to while handling; the node hands them to the flusher.
     appended: dict = field(default_factory=dict)
 

@@ -27,8 +27,10 @@ def handle(ctx, header, request, now_ms, peer):
         version=version, is_consumer=replica_id < 0,
         read_committed=request.isolation_level == READ_COMMITTED,
         response_max_bytes=request.max_bytes if request.max_bytes > 0 else NO_LIMIT,
-        leader_id=ctx.node_id,
+        leader_id=ctx.node_id, replica_id=replica_id, now_ms=now_ms,
     )
+    if replica_id >= 0 and ctx.replication is not None:
+        ctx.replication.on_follower_fetch_request(replica_id, now_ms)  # check-quorum hears it
     context = _context(ctx, header, request, version, peer, privileged=replica_id >= 0, now_ms=now_ms)
     if isinstance(context, ErrorContext):
         return Respond(context.response([], None, now_ms))
@@ -125,6 +127,7 @@ class DelayedFetch:
         return self._watch_keys
 
     def try_complete(self, now_ms: int):
+        self.limits.now_ms = now_ms
         self.context.refresh()
         results, total, errors = read_partitions(self.context.fetches, self.limits)
         if total >= self.min_bytes or errors:
@@ -132,6 +135,7 @@ class DelayedFetch:
         return None
 
     def expire(self, now_ms: int):
+        self.limits.now_ms = now_ms
         self.context.refresh()
         results, _, _ = read_partitions(self.context.fetches, self.limits)
         return self.context.response(results, _builder(self.limits.version), now_ms)

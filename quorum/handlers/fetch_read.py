@@ -40,6 +40,8 @@ class FetchLimits:
     read_committed: bool
     response_max_bytes: int
     leader_id: int
+    replica_id: int = -1
+    now_ms: int = 0
 
 
 def read_partitions(fetches: list[PartitionFetch], limits: FetchLimits) -> tuple[list, int, bool]:
@@ -62,9 +64,11 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
     if fetch.resolve_error:
         return _error(fetch, fetch.resolve_error), 0, True
     epoch_error = leader_epoch_error(fetch.current_leader_epoch, partition.leader_epoch)
-    if epoch_error:
-        leader = FetchResponse.LeaderIdAndEpoch(leader_id=limits.leader_id, leader_epoch=partition.leader_epoch)
-        return _error(fetch, epoch_error, current_leader=leader), 0, True
+    if epoch_error or not partition.is_leader:
+        # Error answers say who leads (KIP-595), so the fetcher can go there at once.
+        leader = FetchResponse.LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
+        code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return _error(fetch, code, current_leader=leader), 0, True
     if fetch.fetch_offset < 0 or (
             fetch.last_fetched_epoch >= 0 and fetch.current_leader_epoch >= 0
             and fetch.last_fetched_epoch > fetch.current_leader_epoch):
@@ -83,6 +87,9 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
                 # Nothing of ours is at or below that epoch: Kafka answers out of range.
                 return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True
             return _data(fetch, partition, limits, EMPTY, diverging_epoch=diverging), 0, True
+    if not limits.is_consumer:
+        # The follower has durably reached its fetch offset: that counts toward the HW.
+        partition.raft.on_follower_fetch(limits.replica_id, fetch.fetch_offset, limits.now_ms)
     upper = partition.high_watermark if limits.is_consumer else log.log_end_offset
     if fetch.fetch_offset > upper:
         return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True

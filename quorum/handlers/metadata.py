@@ -56,7 +56,7 @@ def _describe(ctx, topic):
     return TopicOut(
         error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=False,
         partitions=[PartitionOut(
-            error_code=0, partition_index=p.index, leader_id=ctx.node_id, leader_epoch=p.leader_epoch,
+            error_code=0, partition_index=p.index, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
             replica_nodes=[ctx.node_id], isr_nodes=[ctx.node_id], offline_replicas=[])
             for p in topic.partitions],
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,

@@ -30,8 +30,12 @@ def handle(ctx, header, request, now_ms, peer):
     response = ProduceResponse(responses=topics_out, throttle_time_ms=0)
     if request.acks == 0:
         return NoResponse()
-    if _waits_for_fsync(ctx.config.fsync_policy, request.acks):
-        pending = [(p, end, out) for p, end, out in waiting if p.high_watermark < end]
+    if _waits_for_fsync(ctx.config.fsync_policy, request.acks) or request.acks == -1:
+        # acks=all waits for the HW (a majority has it durably); a lone node under
+        # fsync_policy=never moves its HW with the append, so nothing waits there.
+        pending = [(p, end, out, p.leader_epoch) for p, end, out in waiting
+                   if p.high_watermark < end and (len(p.raft.voters) > 1
+                                                  or _waits_for_fsync(ctx.config.fsync_policy, request.acks))]
         if pending:
             deadline = now_ms + max(0, request.timeout_ms)
             return Park(ctx.purgatory.park(DelayedProduce(response, pending, deadline)))
@@ -53,6 +57,8 @@ def _append(ctx, topic: str, data, now_ms: int):
         partition = ctx.topics.partition(topic, data.index)
     if partition is None:
         return _error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None, 0
+    if not partition.is_leader:
+        return _error(data.index, ErrorCode.NOT_LEADER_OR_FOLLOWER), None, 0
     if data.records is None or len(data.records) == 0:
         return _error(data.index, ErrorCode.INVALID_RECORD, "No record batch in the request."), None, 0
     try:
@@ -75,8 +81,6 @@ def _append(ctx, topic: str, data, now_ms: int):
         bytearray(data.records), partition.leader_epoch, now_ms=now_ms,
         log_append_time=partition.config.log_append_time)
     ctx.appended[partition.key] = partition
-    if partition.after_append():
-        ctx.hw_changed.add(partition.key)
     return PartitionOut(
         index=data.index, error_code=0, base_offset=result.first_offset,
         log_append_time_ms=now_ms if partition.config.log_append_time else -1,
@@ -152,15 +156,21 @@ class DelayedProduce:
         self.deadline_ms = deadline_ms
 
     def watch_keys(self):
-        return [partition.key for partition, _, _ in self.pending]
+        return [partition.key for partition, _, _, _ in self.pending]
 
     def try_complete(self, now_ms: int):
-        if all(p.high_watermark >= end for p, end, _ in self.pending):
-            return self.response
-        return None
+        done = True
+        for partition, end, out, epoch in self.pending:
+            if partition.leader_epoch != epoch or not partition.is_leader:
+                # Leadership moved: the new leader may have truncated what we appended, so the
+                # HW passing `end` no longer means *our* batch is committed. Retriable.
+                out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif partition.high_watermark < end:
+                done = False
+        return self.response if done else None
 
     def expire(self, now_ms: int):
-        for partition, end, out in self.pending:
-            if partition.high_watermark < end:
+        for partition, end, out, epoch in self.pending:
+            if out.error_code == 0 and (partition.leader_epoch != epoch or partition.high_watermark < end):
                 out.error_code = ErrorCode.REQUEST_TIMED_OUT
         return self.response

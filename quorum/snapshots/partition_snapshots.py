@@ -51,6 +51,7 @@ class PartitionSnapshots:
         self.job: SnapshotJob | None = None
         self.requested = False
         self.load_ms: float | None = None
+        self.latest_taken_ms = 0  # when the latest snapshot was taken here (log-start lag timer)
 
     @property
     def latest(self) -> SnapshotId | None:
@@ -113,7 +114,8 @@ class PartitionSnapshots:
         self.requested = False
         return job
 
-    def finish(self, job: SnapshotJob, error: BaseException | None) -> None:
+    def finish(self, job: SnapshotJob, error: BaseException | None, now_ms: int = 0) -> None:
+        """Register the new snapshot; the node then decides whether the log start may move."""
         self.job = None
         self.machine.recent = None
         if error is not None:
@@ -124,10 +126,10 @@ class PartitionSnapshots:
         # What was applied while the file was written is log after this snapshot: it counts
         # towards the next one (KIP-630: bytes since the latest snapshot).
         self.machine.bytes_applied = applied_since
-        self.advance_log_start()
+        self.latest_taken_ms = now_ms
 
     def advance_log_start(self) -> None:
-        """Single node: every live replica has the snapshot, so the log may start at it."""
+        """Move the log start to the latest snapshot (the node checked the replicas have it)."""
         latest = self.store.latest()
         if latest is None:
             return

@@ -32,7 +32,10 @@ class NodeTestContext:
         self._collect(self.node.poll(self.now_ms))
 
     def flush(self) -> None:
-        """What the server's group-commit flusher does."""
+        """What the server's group-commit flusher does: election states first, then logs."""
+        out = self.node.take_outbox(self.now_ms)
+        if out.persist:
+            self.node.persist_election_states(out.persist)
         for key, log in self.node.logs_to_flush():
             offset = log.flush()
             self._collect(self.node.on_flushed(key, offset, self.now_ms))

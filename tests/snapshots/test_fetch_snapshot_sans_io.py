@@ -35,7 +35,9 @@ def test_a_partition_led_by_another_node_answers_not_leader_or_follower(tmp_path
     assert served.error_code == 0 and len(served.unaligned_records) == served.size > 0
 
     partition = ctx.node.topics.partition("kv", 0)
-    partition.leader_id = 2
+    # Node 2 wins a newer epoch (as a BeginQuorumEpoch would tell us): we follow it now.
+    assert partition.raft.observe_leader(2, partition.leader_epoch + 1, ctx.now_ms)
+    assert partition.leader_id == 2
     p = _fetch_snapshot(ctx, sid)
     assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     # ... and says who leads (it used to leave CurrentLeader unset on this error)

@@ -1,0 +1,7 @@
+"""KIP-595 Raft, one group per partition, sans-IO.
+
+`Replication` (replication.py) drives every group a node hosts: it is fed requests, responses,
+unreachable peers and `poll(now_ms)`, and hands back what to persist and what to send. Each
+group (group.py) holds one role object (roles.py) and changes role only through the table in
+transitions.py. Nothing here touches a socket, a thread or a clock.
+"""

@@ -1,0 +1,35 @@
+"""Raft timing (Kafka's quorum.* settings) and the test-only bug switches."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    election_timeout_ms: int = 1000        # quorum.election.timeout.ms (+ up to as much jitter)
+    fetch_timeout_ms: int = 2000           # quorum.fetch.timeout.ms: a follower's patience
+    election_backoff_max_ms: int = 1000    # quorum.election.backoff.max.ms
+    request_timeout_ms: int = 2000         # quorum.request.timeout.ms
+    retry_backoff_ms: int = 100            # between resends of unanswered RPCs
+    fetch_max_wait_ms: int = 500           # a follower's long poll
+    fetch_max_bytes: int = 8 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    snapshot_chunk_bytes: int = 1024 * 1024
+
+    @property
+    def check_quorum_ms(self) -> int:
+        """A leader that hears from no majority for this long resigns (1.5 × fetch timeout)."""
+        return self.fetch_timeout_ms * 3 // 2
+
+
+@dataclass(frozen=True, slots=True)
+class BugSwitches:
+    """Faults planted on purpose so tests can show the simulation finds them. Never set in
+    production: `Replication` only takes them from a test."""
+
+    count_unflushed_offset: bool = False   # the leader counts its unflushed log end toward the HW
+    vote_not_persisted: bool = False       # a vote is answered without being made durable
+    skip_log_check_in_vote: bool = False   # votes are granted whatever the candidate's log
+
+    def any(self) -> bool:
+        return self.count_unflushed_offset or self.vote_not_persisted or self.skip_log_check_in_vote

@@ -1,0 +1,193 @@
+"""The follower side: one Fetch stream per leader carrying every partition this node follows
+there, inside one incremental KIP-227 session.
+
+An incremental request names only partitions whose fetch position changed since the leader
+last heard it (or that are new); partitions no longer followed there go in ForgottenTopics. A
+stream sends its next request only once everything it appended is durable: the fetch offset is
+what the leader counts toward the HW, so it must be flushed (KIP-595).
+"""
+from __future__ import annotations
+
+import logging
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import FetchRequest, FetchResponse
+from kraftd.protocol.records import iter_batch_headers
+from kraftd.storage.snapshots import SnapshotId
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 17
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                  ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+
+
+class FetchStream:
+    def __init__(self, leader_id: int) -> None:
+        self.leader_id = leader_id
+        self.groups: dict = {}            # key -> RaftGroup following this leader
+        self.session_id = 0
+        self.session_epoch = 0            # 0: the next request is a full fetch
+        self.sent: dict = {}              # key -> the position the leader's session holds
+        self.in_flight = False
+        self.next_send_ms = 0
+        self.last_success_ms = -1
+        self.unflushed: set = set()       # keys appended to and not yet durable
+        self.requests = 0
+
+    def add(self, group) -> None:
+        self.groups[group.key] = group
+
+    def remove(self, group) -> None:
+        self.groups.pop(group.key, None)
+        self.unflushed.discard(group.key)
+
+    def reset_session(self) -> None:
+        self.session_id = 0
+        self.session_epoch = 0
+        self.sent = {}
+
+    def ready(self, now_ms: int) -> bool:
+        return (not self.in_flight and not self.unflushed and now_ms >= self.next_send_ms
+                and (bool(self.groups) or bool(self.sent)))
+
+    # -- requests ----------------------------------------------------------------------------
+    def build_request(self, node_id: int, config, topic_ids: dict) -> FetchRequest:
+        """The next Fetch: full (every partition) or incremental (only what changed)."""
+        full = self.session_epoch == 0
+        wanted = {}
+        for key, group in self.groups.items():
+            if group.downloading is not None:
+                continue  # paused while its snapshot is fetched
+            wanted[key] = _position(group)
+        changed = wanted if full else {k: p for k, p in wanted.items() if self.sent.get(k) != p}
+        forgotten = [] if full else [k for k in self.sent if k not in wanted]
+        by_topic: dict = {}
+        for (topic, index), (offset, last_epoch, epoch, log_start) in sorted(changed.items()):
+            by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
+                partition=index, current_leader_epoch=epoch, fetch_offset=offset, last_fetched_epoch=last_epoch,
+                log_start_offset=log_start, partition_max_bytes=config.partition_max_bytes))
+        forgotten_by_topic: dict = {}
+        for topic, index in sorted(forgotten):
+            forgotten_by_topic.setdefault(topic, []).append(index)
+        self.sent = dict(wanted)
+        self.in_flight = True
+        self.requests += 1
+        return FetchRequest(
+            replica_id=node_id, replica_state=FetchRequest.ReplicaState(replica_id=node_id, replica_epoch=-1),
+            max_wait_ms=config.fetch_max_wait_ms, min_bytes=1, max_bytes=config.fetch_max_bytes,
+            isolation_level=0, session_id=self.session_id, session_epoch=self.session_epoch,
+            topics=[FetchRequest.FetchTopic(topic=t, topic_id=topic_ids[t], partitions=ps)
+                    for t, ps in by_topic.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, topic_id=topic_ids[t], partitions=ps)
+                                   for t, ps in forgotten_by_topic.items()],
+            rack_id="")
+
+    # -- responses ---------------------------------------------------------------------------
+    def on_failure(self, now_ms: int, backoff_ms: int) -> None:
+        """No answer (timeout, unreachable): start a new session on the next request."""
+        self.in_flight = False
+        self.reset_session()
+        self.next_send_ms = now_ms + backoff_ms
+
+    def on_response(self, response: FetchResponse, topic_names: dict, now_ms: int, backoff_ms: int,
+                    env) -> None:
+        self.in_flight = False
+        if response.error_code != 0:
+            log.debug("fetch from %d: error %d, new session", self.leader_id, response.error_code)
+            self.reset_session()
+            self.next_send_ms = now_ms + backoff_ms
+            return
+        self.last_success_ms = now_ms
+        if self.session_epoch == 0:
+            self.session_id = response.session_id
+            self.session_epoch = 1 if response.session_id else 0
+        else:
+            self.session_epoch = self.session_epoch + 1 if self.session_epoch < 0x7FFFFFFF else 1
+        backoff = False
+        for topic in response.responses:
+            name = topic_names.get(topic.topic_id)
+            for data in topic.partitions:
+                group = self.groups.get((name, data.partition_index))
+                if group is None:
+                    continue
+                if not apply_partition(group, data, self, now_ms, env):
+                    backoff = True
+        if backoff:
+            self.next_send_ms = now_ms + backoff_ms
+
+
+def _position(group) -> tuple[int, int, int, int]:
+    """(fetch offset, last fetched epoch, current leader epoch, log start) of a follower."""
+    log_ = group.partition.log
+    end = log_.log_end_offset
+    last_epoch = log_.epoch_cache.latest_epoch
+    if last_epoch is None or end == log_.log_start_offset:
+        snapshots = group.partition.snapshots
+        latest = snapshots.latest if snapshots is not None else None
+        if latest is not None and latest.end_offset == end:
+            last_epoch = latest.epoch
+    return end, (-1 if last_epoch is None else last_epoch), group.epoch, log_.log_start_offset
+
+
+def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
+    """Apply one partition of a Fetch answer. False when the stream should back off."""
+    error = data.error_code
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+        leader = data.current_leader
+        if not group.observe_leader(leader.leader_id, leader.leader_epoch, now_ms):
+            return False
+        return True
+    if error == ErrorCode.OFFSET_OUT_OF_RANGE and data.snapshot_id.end_offset < 0:
+        # The leader's log starts past our end and it has no snapshot for us: start there.
+        log_ = group.partition.log
+        start = data.log_start_offset
+        if start > log_.log_end_offset:
+            group.check_truncation(log_.log_end_offset)
+            log_.truncate_fully_and_start_at(start)
+            env.log_start_moved(group)
+        return True
+    if error != 0:
+        return False
+    log_ = group.partition.log
+    if data.diverging_epoch.end_offset >= 0 or data.diverging_epoch.epoch >= 0:
+        # KIP-595 divergence: truncate to where our logs agree.
+        theirs = data.diverging_epoch
+        ours_epoch, ours_end = log_.epoch_cache.end_offset_for(theirs.epoch, log_.log_end_offset)
+        # Kafka's truncateToEndOffset: where our entries of that epoch end, or of the one before.
+        offset = min(theirs.end_offset, ours_end) if ours_epoch == theirs.epoch else ours_end
+        offset = max(offset, log_.log_start_offset)
+        group.check_truncation(offset)
+        log_.truncate_to(offset)
+        env.truncated(group)
+        return True
+    if data.snapshot_id.end_offset >= 0:
+        env.start_snapshot_download(group, SnapshotId(data.snapshot_id.end_offset, data.snapshot_id.epoch))
+        return True
+    records = data.records
+    if records is not None and len(records) > 0:
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        view = _from_log_end(view, log_.log_end_offset)
+        if len(view):
+            log_.append_as_follower(view)
+            stream.unflushed.add(group.key)
+            env.appended(group)
+    group.follower_hw(data.high_watermark, now_ms)
+    env.follower_log_start(group, data.log_start_offset)
+    group.caught_up_once(data.high_watermark, now_ms)
+    return True
+
+
+def _from_log_end(view: memoryview, log_end: int) -> memoryview:
+    """Whole batches at or after our log end (a resent answer may repeat what we have);
+    a torn last batch (KIP-74 may cut one) is dropped."""
+    start, end = None, 0
+    for pos, header in iter_batch_headers(view):
+        if header.last_offset < log_end:
+            continue
+        if start is None:
+            if header.base_offset != log_end:
+                return view[:0]
+            start = pos
+        end = pos + header.size
+    return view[start:end] if start is not None else view[:0]

@@ -1,0 +1,70 @@
+"""The leader's view of its voters: how far each has durably reached, and when it last fetched.
+
+HW (KIP-595): the largest offset a majority of voters have durably reached, counting the
+leader's own *flushed* offset; it moves only once that offset passes the epoch's start offset
+(so an entry of an older epoch is committed only through one of this epoch), and never back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class VoterProgress:
+    end_offset: int = -1          # the durable offset it reported (a follower's fetch offset)
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1   # the last time it had everything the leader had
+
+
+class ReplicaProgress:
+    def __init__(self, leader_id: int, voters: tuple[int, ...], now_ms: int) -> None:
+        self.leader_id = leader_id
+        self.voters = voters
+        self.by_voter: dict[int, VoterProgress] = {v: VoterProgress() for v in voters}
+        self.observers: dict[int, VoterProgress] = {}
+        self.by_voter[leader_id].last_fetch_ms = now_ms
+
+    def majority_offset(self, leader_durable: int) -> int:
+        """The offset a majority of voters has durably reached (the leader counts `leader_durable`)."""
+        offsets = sorted((leader_durable if v == self.leader_id else p.end_offset
+                          for v, p in self.by_voter.items()), reverse=True)
+        return offsets[len(offsets) // 2]
+
+    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int) -> bool:
+        """A follower fetched from `fetch_offset`, which it has durably reached. True for voters."""
+        p = self.by_voter.get(replica_id)
+        voter = p is not None
+        if p is None:
+            p = self.observers.setdefault(replica_id, VoterProgress())
+        p.end_offset = fetch_offset
+        p.last_fetch_ms = now_ms
+        if fetch_offset >= leader_end:
+            p.last_caught_up_ms = now_ms
+        return voter
+
+    def alive_majority(self, now_ms: int, window_ms: int, peer_fetch_ms: dict) -> bool:
+        """Check-quorum: a majority (the leader included) fetched within the window."""
+        alive = 1
+        for v, p in self.by_voter.items():
+            if v == self.leader_id:
+                continue
+            last = max(p.last_fetch_ms, peer_fetch_ms.get(v, -1)) if p.last_fetch_ms >= 0 else -1
+            if last >= 0 and now_ms - last <= window_ms:
+                alive += 1
+        return alive > len(self.by_voter) // 2
+
+    def min_live_offset(self, now_ms: int, window_ms: int, peer_fetch_ms: dict) -> int | None:
+        """The smallest end offset among replicas that fetched within the window (log-start gating)."""
+        offsets = []
+        for v, p in list(self.by_voter.items()) + list(self.observers.items()):
+            if v == self.leader_id:
+                continue
+            last = max(p.last_fetch_ms, peer_fetch_ms.get(v, -1)) if p.last_fetch_ms >= 0 else -1
+            if last >= 0 and now_ms - last <= window_ms:
+                offsets.append(p.end_offset)
+        return min(offsets) if offsets else None
+
+    def successors(self) -> list[int]:
+        """Other voters, most caught-up first (EndQuorumEpoch's PreferredSuccessors)."""
+        others = [(p.end_offset, v) for v, p in self.by_voter.items() if v != self.leader_id]
+        return [v for _, v in sorted(others, key=lambda t: (-t[0], t[1]))]
