@@ -12,7 +12,7 @@ from kraftd.protocol import api, framing
 from kraftd.protocol.errors import DecodeError, ErrorCode
 from kraftd.protocol.messages import (
     ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, RequestHeader,
-    ResponseHeader,
+    ResponseHeader, VoteRequest,
 )
 
 
@@ -36,6 +36,8 @@ def test_constants():
         (0, 1, 2, 3, 18)
     assert (api.CREATE_TOPICS, api.DELETE_RECORDS, api.INIT_PRODUCER_ID,
             api.OFFSET_FOR_LEADER_EPOCH, api.FETCH_SNAPSHOT) == (19, 21, 22, 23, 59)
+    assert (api.VOTE, api.BEGIN_QUORUM_EPOCH, api.END_QUORUM_EPOCH, api.DESCRIBE_QUORUM) == \
+        (52, 53, 54, 55)
 
 
 def test_registry_built_from_schemas():
@@ -50,6 +52,9 @@ def test_registry_built_from_schemas():
 
 def test_header_versions():
     assert api.header_versions(api.FETCH, 11) == (1, 0)
+    assert api.header_versions(api.BEGIN_QUORUM_EPOCH, 0) == (1, 0)   # flexible from v1 only
+    assert api.header_versions(api.BEGIN_QUORUM_EPOCH, 1) == (2, 1)
+    assert api.header_versions(api.VOTE, 0) == (2, 1)
     assert api.header_versions(api.FETCH, 12) == (2, 1)
     assert api.header_versions(api.API_VERSIONS, 3) == (2, 0)   # KIP-511: response v0
     assert api.header_versions(api.API_VERSIONS, 2) == (1, 0)
@@ -85,6 +90,23 @@ def test_request_frames_roundtrip_at_both_ends_of_the_range(spec):
         assert (header.request_api_key, header.request_api_version) == (spec.key, version)
         assert header.correlation_id == 99 and header.client_id == "test"
         assert decoded.to_bytes(version) == body.to_bytes(version)
+
+
+def test_vote_request_v2_pre_vote_roundtrip():
+    """KIP-996: PreVote exists from Vote v2 on; it survives framing and encode/decode."""
+    part = VoteRequest.PartitionData(partition_index=0, replica_epoch=7, replica_id=1,
+                                     replica_directory_id=uuid.UUID(int=5),
+                                     voter_directory_id=uuid.UUID(int=6), last_offset_epoch=6,
+                                     last_offset=123, pre_vote=True)
+    body = VoteRequest(cluster_id="c", voter_id=2, topics=[VoteRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[part])])
+    data = request_frame(api.VOTE, 2, body)
+    header, decoded = framing.decode_request(memoryview(data)[4:])
+    assert (header.request_api_key, header.request_api_version) == (api.VOTE, 2)
+    assert decoded == body and decoded.topics[0].partitions[0].pre_vote is True
+    v2 = body.to_bytes(2)
+    assert len(v2) == len(body.to_bytes(1)) + 1   # one bool more than v1
+    assert VoteRequest.decode(memoryview(v2), 0, 2) == (body, len(v2))
 
 
 def test_unknown_api_still_yields_the_header():
