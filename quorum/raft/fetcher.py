@@ -135,8 +135,17 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
     error = data.error_code
     if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
         leader = data.current_leader
-        if not group.observe_leader(leader.leader_id, leader.leader_epoch, now_ms):
-            return False
+        if group.observe_leader(leader.leader_id, leader.leader_epoch, now_ms):
+            return True
+        if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader.leader_epoch <= group.epoch:
+            # The node we follow no longer leads this epoch (it resigned): the leader is gone.
+            group.leader_gone(now_ms)
+            return True
+        return False
+    if error == ErrorCode.UNKNOWN_LEADER_EPOCH:
+        # The node we follow is behind our epoch (it restarted on an empty disk, say): it is
+        # not our leader any more.
+        group.leader_gone(now_ms)
         return True
     if error == ErrorCode.OFFSET_OUT_OF_RANGE and data.snapshot_id.end_offset < 0:
         # The leader's log starts past our end and it has no snapshot for us: start there.
@@ -166,7 +175,8 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
         return True
     records = data.records
     if records is not None and len(records) > 0:
-        view = records if isinstance(records, memoryview) else memoryview(records)
+        # A decoded answer holds a memoryview; the simulation hands over the leader's regions.
+        view = records.view() if hasattr(records, "view") else memoryview(records)
         view = _from_log_end(view, log_.log_end_offset)
         if len(view):
             log_.append_as_follower(view)

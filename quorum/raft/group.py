@@ -188,6 +188,8 @@ class RaftGroup:
         self._arm(now_ms)
         self.maybe_advance_hw(now_ms)
 
+    # (Leader.resend_ms stays armed while there are other voters: see poll.)
+
     def resign(self, now_ms: int, successors: list[int] | None = None) -> None:
         """Graceful (shutdown) or check-quorum resignation: EndQuorumEpoch to the other voters."""
         if not isinstance(self.role, Leader):
@@ -242,9 +244,13 @@ class RaftGroup:
                     self.resign(now_ms)
                     return
             if 0 < r.resend_ms <= now_ms:
-                for v in sorted(r.unacknowledged):
+                # Voters that never acknowledged, or stopped fetching (restarted on an empty
+                # disk, partitioned away), hear BeginQuorumEpoch again until they fetch.
+                quiet = r.progress.quiet_voters(now_ms, self.env.config.fetch_timeout_ms,
+                                               self.env.peer_fetch_ms)
+                for v in sorted(r.unacknowledged | quiet):
                     self.env.send_begin_epoch(v, self)
-                r.resend_ms = now_ms + self.env.config.request_timeout_ms if r.unacknowledged else 0
+                r.resend_ms = now_ms + self.env.config.request_timeout_ms
         elif isinstance(r, Resigned):
             if r.election_deadline_ms <= now_ms and self.may_stand:
                 self._become_prospective(now_ms)
@@ -341,6 +347,11 @@ class RaftGroup:
                 self.become_follower(epoch, leader_id, now_ms)
                 return True
         return False
+
+    def leader_gone(self, now_ms: int) -> None:
+        """Our leader told us it no longer leads this epoch: wait for an election."""
+        if isinstance(self.role, Follower):
+            self.become_unattached(self.epoch, now_ms)
 
     def on_begin_epoch(self, leader_id: int, epoch: int, now_ms: int) -> int:
         if epoch < self.epoch:

@@ -64,6 +64,18 @@ class ReplicaProgress:
                 offsets.append(p.end_offset)
         return min(offsets) if offsets else None
 
+    def quiet_voters(self, now_ms: int, window_ms: int, peer_fetch_ms: dict) -> set[int]:
+        """Other voters that have not fetched within the window (a session fetch that did not
+        name this partition counts, once the voter has fetched it in this epoch)."""
+        quiet = set()
+        for v, p in self.by_voter.items():
+            if v == self.leader_id:
+                continue
+            last = max(p.last_fetch_ms, peer_fetch_ms.get(v, -1)) if p.last_fetch_ms >= 0 else -1
+            if last < 0 or now_ms - last > window_ms:
+                quiet.add(v)
+        return quiet
+
     def successors(self) -> list[int]:
         """Other voters, most caught-up first (EndQuorumEpoch's PreferredSuccessors)."""
         others = [(p.end_offset, v) for v, p in self.by_voter.items() if v != self.leader_id]

@@ -13,11 +13,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     (U, U): HIGHER, (U, V): ANY, (U, P): SAME, (U, F): ANY,
     (V, U): HIGHER, (V, V): HIGHER, (V, P): SAME, (V, F): ANY,
     # A prospective that cannot win goes back to waiting, at its epoch or a newer one it learned.
-    (P, U): ANY, (P, V): HIGHER, (P, P): SAME, (P, C): NEXT, (P, F): ANY,
-    (C, U): HIGHER, (C, V): HIGHER, (C, P): SAME, (C, L): SAME, (C, F): ANY,
+    # (It keeps a vote it cast in this epoch: back to Voted, not Unattached.)
+    (P, U): ANY, (P, V): ANY, (P, P): SAME, (P, C): NEXT, (P, F): ANY,
+    (C, U): HIGHER, (C, V): ANY, (C, P): SAME, (C, L): SAME, (C, F): ANY,
     (L, R): SAME, (L, U): HIGHER, (L, V): HIGHER, (L, F): HIGHER,
     # A follower told the leader resigned (EndQuorumEpoch) forgets it within the epoch.
-    (F, U): ANY, (F, V): HIGHER, (F, P): SAME, (F, F): HIGHER,
+    (F, U): ANY, (F, V): ANY, (F, P): SAME, (F, F): HIGHER,
     (R, U): HIGHER, (R, V): HIGHER, (R, F): HIGHER, (R, P): SAME,
 }
 

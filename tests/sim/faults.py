@@ -1,0 +1,37 @@
+"""Fault rates drawn per seed (swarm testing, as in TigerBeetle's VOPR): some seeds lose many
+messages, some partition often, some crash nodes, most mix a little of everything."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    drop: float               # per message
+    duplicate: float          # per message
+    min_delay_ms: int
+    max_delay_ms: int         # uniform delays: messages reorder
+    partition_every_ms: int   # mean time between partition changes (0: never)
+    one_way_share: float      # share of partitions that cut one direction only
+    crash_every_ms: int       # mean time between crashes (0: never)
+    down_ms: int              # how long a crashed node stays down
+    disk_loss: bool           # one crash of the run loses the node's whole disk
+    fsync_ms: int             # flush and persist latency
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> "FaultRates":
+        def maybe(p, value, off):
+            return value if rng.random() < p else off
+        max_delay = rng.choice([2, 5, 20, 60])
+        return cls(
+            drop=maybe(0.6, rng.choice([0.01, 0.05, 0.15]), 0.0),
+            duplicate=maybe(0.4, rng.choice([0.01, 0.05]), 0.0),
+            min_delay_ms=1, max_delay_ms=max_delay,
+            partition_every_ms=maybe(0.6, rng.choice([1500, 4000, 8000]), 0),
+            one_way_share=rng.choice([0.0, 0.3, 0.6]),
+            crash_every_ms=maybe(0.6, rng.choice([2000, 5000, 10000]), 0),
+            down_ms=rng.choice([200, 1500, 5000]),
+            disk_loss=rng.random() < 0.25,
+            fsync_ms=rng.choice([0, 1, 5]),
+        )

@@ -1,0 +1,139 @@
+"""What must hold after every event of a simulation run (and, fully, at the end of it)."""
+from __future__ import annotations
+
+from kraftd.protocol.records import iter_batch_headers
+
+
+class Violation(AssertionError):
+    pass
+
+
+def _batches(log, start: int, end: int):
+    """(base offset, last offset, crc, epoch, producer id, base sequence) of batches in [start, end)."""
+    if end <= max(start, log.log_start_offset):
+        return []
+    result = log.read(max(start, log.log_start_offset), 1 << 40, max_offset=end)
+    out = []
+    for region in result.regions:
+        for _, h in iter_batch_headers(region.view()):
+            out.append((h.base_offset, h.last_offset, h.crc, h.partition_leader_epoch, h.producer_id,
+                        h.base_sequence, h.records_count))
+    return out
+
+
+def _abstains(sn, key) -> bool:
+    if not sn.disk.lost:
+        return False
+    if sn.node is not None and key in sn.node.replication.groups:
+        return not sn.node.replication.groups[key].state.may_vote
+    state = sn.disk.elections.states.get(key)
+    return state is None or not state.may_vote
+
+
+class Invariants:
+    """Cheap checks after every event; the full log comparisons every `full_every` events."""
+
+    def __init__(self, full_every: int = 500) -> None:
+        self.leaders: dict = {}          # (group, epoch) -> node id
+        self.persisted_epoch: dict = {}  # (node, group) -> highest persisted epoch seen
+        self.leader_hw: dict = {}        # (node, group, epoch) -> HW seen while leading
+        self.committed: dict = {}        # group -> (HW, last committed batch) seen on a leader
+        self.full_every = full_every
+        self.checked = 0
+
+    def __call__(self, sim) -> None:
+        self.checked += 1
+        for sn in sim.nodes.values():
+            for key, state in sn.disk.elections.states.items():
+                # (per disk: a node that lost its disk starts again from nothing)
+                before = self.persisted_epoch.get((id(sn.disk), key), -1)
+                if state.epoch < before:
+                    raise Violation(f"node {sn.id} {key}: persisted epoch went back from {before} to {state.epoch}")
+                self.persisted_epoch[(id(sn.disk), key)] = state.epoch
+            if sn.node is None:
+                continue
+            for key, group in sn.node.replication.groups.items():
+                if not group.is_leader:
+                    continue
+                holder = self.leaders.setdefault((key, group.epoch), sn.id)
+                if holder != sn.id:
+                    raise Violation(f"{key}: two leaders in epoch {group.epoch}: nodes {holder} and {sn.id}")
+                hw = group.partition.high_watermark
+                seen = self.leader_hw.get((sn.id, key, group.epoch), -1)
+                if hw < seen:
+                    raise Violation(f"{key}: leader {sn.id} HW went back from {seen} to {hw}")
+                self.leader_hw[(sn.id, key, group.epoch)] = hw
+                self._note_commit(sim, key, group)
+        self._committed_on_majority(sim)
+        if self.checked % self.full_every == 0:
+            self.replicas_agree(sim)
+
+    def _note_commit(self, sim, key, group) -> None:
+        hw = group.partition.high_watermark
+        known = self.committed.get(key)
+        if known is not None and known[0] >= hw:
+            return
+        log = group.partition.log
+        batches = _batches(log, max(hw - 1, log.log_start_offset), hw)
+        if batches:
+            self.committed[key] = (hw, batches[-1])
+
+    def _committed_on_majority(self, sim) -> None:
+        """The last batch below every HW a leader announced is durably on a majority of voters."""
+        for key, (hw, batch) in self.committed.items():
+            voters = next(a[0] for t, _, a in sim.topics if t == key[0])
+            holding = 0
+            for v in voters:
+                if _abstains(sim.nodes[v], key):
+                    holding += 1  # lost its disk and may not vote yet: it cannot elect a leader without it
+                    continue
+                log = sim.nodes[v].disk.logs.get(key)
+                if log is None:
+                    continue
+                durable = min(log.flushed_offset, log.log_end_offset)
+                if log.log_start_offset > batch[0] or (durable > batch[1] and batch in _batches(log, batch[0], batch[1] + 1)):
+                    holding += 1
+            if holding * 2 <= len(voters):
+                raise Violation(f"{key}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
+                                f"{len(voters)} voters")
+
+    def replicas_agree(self, sim) -> None:
+        """Replicas hold identical batches below the smallest HW among the live ones."""
+        for topic, _, (voters,) in sim.topics:
+            key = (topic, 0)
+            live = [sim.nodes[v] for v in voters if sim.nodes[v].node is not None and key in sim.nodes[v].disk.logs]
+            if len(live) < 2:
+                continue
+            parts = [sn.node.topics.partition(*key) for sn in live]
+            low = min(p.high_watermark for p in parts)
+            start = max(p.log.log_start_offset for p in parts)
+            reference = None
+            for sn, p in zip(live, parts):
+                batches = _batches(p.log, start, low)
+                if reference is None:
+                    reference = (sn.id, batches)
+                elif batches != reference[1]:
+                    raise Violation(f"{key}: nodes {reference[0]} and {sn.id} differ below HW {low}")
+
+    def acknowledged_survive(self, sim, producers) -> None:
+        """Every acks=all batch acknowledged is in the committed log exactly once, at its offset."""
+        for key in {(t, 0) for t, _, _ in sim.topics}:
+            leader = next((sn for sn in sim.nodes.values() if sn.node is not None
+                           and sn.node.replication.groups.get(key) is not None
+                           and sn.node.replication.groups[key].is_leader), None)
+            if leader is None:
+                raise Violation(f"{key}: no leader at the end of the liveness phase")
+            p = leader.node.topics.partition(*key)
+            batches = _batches(p.log, 0, p.high_watermark)
+            seen: dict = {}
+            for b in batches:
+                if b[4] >= 0:
+                    seen.setdefault((b[4], b[5]), []).append(b[0])
+            for producer in producers:
+                for topic, index, seq, count, offset in producer.acked:
+                    if (topic, index) != key:
+                        continue
+                    where = seen.get((producer.producer_id, seq), [])
+                    if where != [offset]:
+                        raise Violation(f"{key}: acknowledged batch pid {producer.producer_id} seq {seq} at "
+                                        f"{offset} is at {where} in the committed log")

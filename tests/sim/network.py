@@ -1,0 +1,66 @@
+"""Messages between simulated nodes and clients: delayed, dropped, duplicated, reordered, and
+cut by symmetric or one-way partitions. Every choice comes from the run's seeded RNG."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class Message:
+    source: Any          # a node id (int) or a client name (str)
+    destination: Any
+    is_request: bool
+    api_key: int
+    api_version: int
+    correlation_id: int
+    body: Any
+
+
+class Network:
+    def __init__(self, rng, rates) -> None:
+        self.rng = rng
+        self.rates = rates
+        self.cut: set = set()   # (a, b): nothing from a reaches b
+        self.sent = self.dropped = self.duplicated = 0
+
+    def heal(self) -> None:
+        self.cut.clear()
+
+    def faults_off(self) -> None:
+        self.rates = type(self.rates)(**{**self.rates.__dict__, "drop": 0.0, "duplicate": 0.0})
+
+    def delays(self, message: Message) -> list[int]:
+        """Delivery delays for one message: none if dropped, two if duplicated."""
+        self.sent += 1
+        if (message.source, message.destination) in self.cut:
+            self.dropped += 1
+            return []
+        r = self.rates
+        if r.drop and self.rng.random() < r.drop:
+            self.dropped += 1
+            return []
+        out = [self.rng.randint(r.min_delay_ms, r.max_delay_ms)]
+        if r.duplicate and self.rng.random() < r.duplicate:
+            self.duplicated += 1
+            out.append(self.rng.randint(r.min_delay_ms, r.max_delay_ms * 2))
+        return out
+
+    def partition(self, nodes: list, clients: list) -> str:
+        """Cut the cluster in two (or one direction between two groups). Returns a description."""
+        rng = self.rng
+        side = set(rng.sample(nodes, rng.randint(1, len(nodes) // 2)))
+        other = [n for n in nodes if n not in side]
+        one_way = rng.random() < self.rates.one_way_share
+        self.cut.clear()
+        for a in side:
+            for b in other:
+                self.cut.add((a, b))
+                if not one_way:
+                    self.cut.add((b, a))
+        # Clients sit with the majority side, except sometimes.
+        for c in clients:
+            for a in (side if rng.random() < 0.8 else other):
+                self.cut.add((c, a))
+                self.cut.add((a, c))
+        return f"{'one-way' if one_way else 'two-way'} {sorted(side)} | {sorted(other)}"

@@ -1,0 +1,190 @@
+"""Run simulation seeds. `python -m tests.sim.run --seed N` replays one seed (verbose);
+`python -m tests.sim.run --seeds 10000` runs many (what `make sim` does)."""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+from kraftd.quorum.raft.config import BugSwitches
+from kraftd.quorum.raft.group import SafetyViolation
+
+from .cluster import Simulation
+from .faults import FaultRates
+from .invariants import Invariants, Violation
+from .workload import Producer
+
+SAFETY_MS = 12_000
+LIVENESS_MS = 15_000   # a leader must emerge and every replica converge within this
+
+
+@dataclass
+class RunResult:
+    seed: int
+    ok: bool
+    error: str = ""
+    events: int = 0
+    acked: int = 0
+    shape: str = ""
+    faults: list = field(default_factory=list)
+
+    def replay_command(self, bugs: BugSwitches | None = None) -> str:
+        flags = "".join(f" --bug {name}" for name, on in (bugs.__dict__ if False else _bug_items(bugs)) if on)
+        return f"python -m tests.sim.run --seed {self.seed}{flags}"
+
+
+def _bug_items(bugs):
+    if bugs is None:
+        return []
+    return [(name, getattr(bugs, name)) for name in BugSwitches.__dataclass_fields__]
+
+
+def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAFETY_MS,
+             liveness_ms: int = LIVENESS_MS) -> RunResult:
+    shape_rng = random.Random(seed * 7919 + 1)
+    nodes = shape_rng.choice([3, 3, 5])
+    groups = shape_rng.randint(1, 4)
+    rates = FaultRates.draw(shape_rng)
+    sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
+    invariants = Invariants()
+    sim.observers.append(invariants)
+    result = RunResult(seed, True, shape=f"{nodes} nodes x {groups} groups, {rates}")
+    producers = [Producer("p-all", 1000, -1, sim.topics, random.Random(seed + 1), 37),
+                 Producer("p-one", -1, 1, sim.topics, random.Random(seed + 2), 53)]
+    try:
+        sim.boot_all()
+        for p in producers:
+            sim.clients[p.name] = p
+            sim.at(200, "client", p.name)
+        _schedule_faults(sim, rates, safety_ms)
+        sim.run_until(safety_ms)
+        # Liveness: heal everything, bring every node back, stop producing new records.
+        sim.network.heal()
+        sim.network.faults_off()
+        sim.log_fault("liveness phase: network healed, faults off")
+        for sn in sim.nodes.values():
+            if sn.node is None:
+                sim.at(sim.now + 1, "restart", sn.id, sn.disk.catalog.all() == [])
+        for p in producers:
+            p.active = False
+        deadline = sim.now + liveness_ms
+        while sim.now < deadline:
+            sim.run_until(sim.now + 250)
+            if _converged(sim) and not any(p.in_flight for p in producers):
+                break
+        else:
+            raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}")
+        invariants.replicas_agree(sim)
+        invariants.acknowledged_survive(sim, producers)
+    except (Violation, SafetyViolation) as exc:
+        result.ok = False
+        result.error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a crash of the core is a failure of the seed too
+        import traceback
+        result.ok = False
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result.error = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+    result.events = sim.events_run
+    result.acked = sum(len(p.acked) for p in producers)
+    result.faults = sim.fault_log
+    return result
+
+
+def _schedule_faults(sim, rates: FaultRates, until_ms: int) -> None:
+    rng = sim.rng
+    if rates.partition_every_ms:
+        t = 0
+        while True:
+            t += int(rng.expovariate(1 / rates.partition_every_ms)) + 1
+            if t >= until_ms:
+                break
+            sim.at(t, "partition")
+            sim.at(t + rng.randint(300, 3000), "heal")
+    if rates.crash_every_ms:
+        t, disk_lost = 0, False
+        while True:
+            t += int(rng.expovariate(1 / rates.crash_every_ms)) + 1
+            if t >= until_ms:
+                break
+            lose = rates.disk_loss and not disk_lost and rng.random() < 0.5
+            disk_lost = disk_lost or lose
+            sim.at(t, "crash", rng.choice(list(sim.nodes)), lose)
+
+
+def _converged(sim) -> bool:
+    for topic, _, (voters,) in sim.topics:
+        key = (topic, 0)
+        leader = None
+        for v in voters:
+            sn = sim.nodes[v]
+            if sn.node is None:
+                return False
+            group = sn.node.replication.groups.get(key)
+            if group is not None and group.is_leader:
+                leader = group
+        if leader is None:
+            return False
+        end, hw = leader.partition.log.log_end_offset, leader.partition.high_watermark
+        if hw != end:
+            return False
+        for v in voters:
+            p = sim.nodes[v].node.topics.partition(*key)
+            if p is None or p.log.log_end_offset != end or p.high_watermark != hw:
+                return False
+    return True
+
+
+def _status(sim) -> str:
+    parts = []
+    for topic, _, (voters,) in sim.topics:
+        key = (topic, 0)
+        for v in voters:
+            sn = sim.nodes[v]
+            if sn.node is None:
+                parts.append(f"{topic}@{v}: down")
+                continue
+            g = sn.node.replication.groups.get(key)
+            if g is None:
+                parts.append(f"{topic}@{v}: none")
+                continue
+            p = g.partition
+            parts.append(f"{topic}@{v}: {g.role.name} e{g.epoch} leader {g.leader_id} LEO {p.log.log_end_offset} "
+                         f"HW {p.high_watermark} vote={g.state.may_vote}")
+    return "; ".join(parts)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, help="replay one seed, printing its faults")
+    parser.add_argument("--seeds", type=int, default=100, help="run seeds [start, start+N)")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--bug", action="append", default=[], choices=list(BugSwitches.__dataclass_fields__))
+    args = parser.parse_args(argv)
+    bugs = BugSwitches(**{b: True for b in args.bug}) if args.bug else None
+    if args.seed is not None:
+        result = run_seed(args.seed, bugs=bugs)
+        print(f"seed {args.seed}: {result.shape}")
+        for line in result.faults:
+            print("  " + line)
+        print(f"events {result.events}, acks=all batches acknowledged {result.acked}")
+        print("OK" if result.ok else f"FAILED: {result.error}")
+        return 0 if result.ok else 1
+    started = time.perf_counter()
+    failures = 0
+    events = 0
+    for seed in range(args.start, args.start + args.seeds):
+        result = run_seed(seed, bugs=bugs)
+        events += result.events
+        if not result.ok:
+            failures += 1
+            print(f"seed {seed} FAILED: {result.error}\n  replay: {result.replay_command(bugs)}", flush=True)
+    elapsed = time.perf_counter() - started
+    print(f"{args.seeds} seeds, {failures} failed, {elapsed:.1f} s ({args.seeds / elapsed:.1f} seeds/s, "
+          f"{events / elapsed:,.0f} events/s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

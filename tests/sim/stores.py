@@ -1,0 +1,63 @@
+"""In-memory stand-ins for a node's disk: what a crash keeps, and what a disk loss takes."""
+from __future__ import annotations
+
+import uuid
+
+from kraftd.quorum.raft.election_state import MemoryElectionStore
+from kraftd.storage import MemoryLog
+from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo
+
+
+class MemoryTopicCatalog:
+    def __init__(self, cluster_id: str) -> None:
+        self._cluster_id = cluster_id
+        self._topics: dict[str, TopicInfo] = {}
+
+    def create(self, name, partitions, configs=None, topic_id=None, assignments=None) -> TopicInfo:
+        if name in self._topics:
+            raise TopicExistsError(name)
+        info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs or {}),
+                         tuple(tuple(a) for a in assignments) if assignments else None)
+        self._topics[name] = info
+        return info
+
+    def all(self) -> list[TopicInfo]:
+        return list(self._topics.values())
+
+    def get(self, name):
+        return self._topics.get(name)
+
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+
+class MemoryStateFile:
+    def __init__(self) -> None:
+        self.state = None
+
+    def read(self):
+        return self.state
+
+    def write(self, state) -> None:
+        self.state = dict(state)
+
+
+class Disk:
+    """One node's durable storage. `crash()` keeps only what was flushed."""
+
+    def __init__(self, cluster_id: str) -> None:
+        self.catalog = MemoryTopicCatalog(cluster_id)
+        self.elections = MemoryElectionStore()
+        self.producer_ids = MemoryStateFile()
+        self.logs: dict = {}
+        self.lost = False  # a replacement for a disk that was lost
+
+    def open_log(self, topic, index, config) -> MemoryLog:
+        log = self.logs.get((topic, index))
+        if log is None:
+            log = self.logs[(topic, index)] = MemoryLog(segment_bytes=64 * 1024)
+        return log
+
+    def crash(self) -> None:
+        for log in self.logs.values():
+            log.crash()

@@ -1,0 +1,85 @@
+"""Clients of the simulated cluster: idempotent producers (acks=all and acks=1), and what they
+were told. A producer keeps one batch in flight per partition and retries it (same sequence)
+until it is acknowledged, moving to another node when told NOT_LEADER_OR_FOLLOWER."""
+from __future__ import annotations
+
+from kraftd.protocol import api
+from kraftd.protocol import messages as m
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.records import build_batch
+
+from .network import Message
+
+PRODUCE_VERSION = 9
+REQUEST_TIMEOUT_MS = 1500
+RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+             ErrorCode.LEADER_NOT_AVAILABLE}
+
+
+class Producer:
+    def __init__(self, name: str, producer_id: int, acks: int, topics: list, rng, every_ms: int) -> None:
+        self.name = name
+        self.producer_id = producer_id
+        self.acks = acks
+        self.rng = rng
+        self.every_ms = every_ms
+        self.partitions = [(t, 0, tuple(assign[0])) for t, _, assign in topics]
+        self.next_seq = {p[:2]: 0 for p in self.partitions}
+        self.leader_guess = {p[:2]: p[2][0] for p in self.partitions}
+        self.in_flight: dict = {}      # (topic, p) -> (correlation, seq, count, sent_ms, node)
+        self.acked: list = []          # (topic, p, seq, count, offset) for acks=all
+        self.correlation = 0
+        self.errors: dict = {}
+        self.active = True
+
+    def tick(self, sim) -> None:
+        now = sim.now
+        for topic, index, replicas in self.partitions:
+            key = (topic, index)
+            flight = self.in_flight.get(key)
+            if flight is not None and now - flight[3] < REQUEST_TIMEOUT_MS:
+                continue
+            if flight is not None:  # timed out: retry the same batch, maybe elsewhere
+                self.leader_guess[key] = self.rng.choice(replicas)
+                seq, count = flight[1], flight[2]
+            elif self.active:
+                seq, count = self.next_seq[key], self.rng.randint(1, 3)
+            else:
+                continue
+            self._send(sim, key, seq, count)
+        if self.active or self.in_flight:
+            sim.at(now + self.every_ms, "client", self.name)
+
+    def _send(self, sim, key, seq: int, count: int) -> None:
+        topic, index = key
+        records = [(f"k{seq + i}".encode(), f"{self.name}:{seq + i}".encode(), [], sim.now) for i in range(count)]
+        idempotent = self.acks == -1
+        batch = build_batch(records, producer_id=self.producer_id if idempotent else -1,
+                            producer_epoch=0 if idempotent else -1, base_sequence=seq if idempotent else -1)
+        self.correlation += 1
+        request = m.ProduceRequest(acks=self.acks, timeout_ms=REQUEST_TIMEOUT_MS, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=index, records=memoryview(batch))])])
+        node = self.leader_guess[key]
+        self.in_flight[key] = (self.correlation, seq, count, sim.now, node)
+        sim.send(Message(self.name, node, True, api.PRODUCE, PRODUCE_VERSION, self.correlation, request))
+
+    def on_response(self, sim, message: Message) -> None:
+        out = message.body.responses[0].partition_responses[0]
+        key = (message.body.responses[0].name, out.index)
+        flight = self.in_flight.get(key)
+        if flight is None or flight[0] != message.correlation_id:
+            return
+        del self.in_flight[key]
+        _, seq, count, _, node = flight
+        if out.error_code == 0:
+            if self.acks == -1:
+                self.acked.append((key[0], key[1], seq, count, out.base_offset))
+            self.next_seq[key] = seq + count
+            return
+        self.errors[out.error_code] = self.errors.get(out.error_code, 0) + 1
+        replicas = next(p[2] for p in self.partitions if p[:2] == key)
+        self.leader_guess[key] = self.rng.choice([r for r in replicas if r != node] or replicas)
+        if out.error_code not in RETRIABLE and self.acks != -1:
+            self.next_seq[key] = seq + count  # acks=1: give the batch up
+        self.in_flight[key] = (flight[0], seq, count, sim.now - REQUEST_TIMEOUT_MS, node)  # retry at next tick
