@@ -318,7 +318,7 @@ class Node:
         if latest is None:
             return
         lagging = group.role.progress.min_live_offset(now_ms, self.replication.config.check_quorum_ms,
-                                                      self.replication.peer_fetch_ms)
+                                                      group.session_fetch_ms)
         waited = now_ms - snapshots.latest_taken_ms >= self.config.snapshot_start_offset_lag_time_max_ms
         if lagging is None or lagging >= latest.end_offset or waited:
             snapshots.advance_log_start()

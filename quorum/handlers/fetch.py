@@ -30,7 +30,7 @@ def handle(ctx, header, request, now_ms, peer):
         leader_id=ctx.node_id, replica_id=replica_id, now_ms=now_ms,
     )
     if replica_id >= 0 and ctx.replication is not None:
-        ctx.replication.on_follower_fetch_request(replica_id, now_ms)  # check-quorum hears it
+        ctx.replication.on_follower_fetch_request(replica_id, request, version, now_ms)  # check-quorum hears it
     context = _context(ctx, header, request, version, peer, privileged=replica_id >= 0, now_ms=now_ms)
     if isinstance(context, ErrorContext):
         return Respond(context.response([], None, now_ms))

@@ -33,6 +33,7 @@ class RaftGroup:
         self.election_retries = 0
         self.timer_ms = -1
         self.downloading = None  # a SnapshotDownload while fetching is paused for one
+        self.leader_hw_seen = -1  # the highest HW a leader told us (disk-loss catch-up target)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -65,6 +66,9 @@ class RaftGroup:
         if latest is not None and (epoch is None or latest.end_offset >= end):
             return latest.epoch, max(end, latest.end_offset)
         return (epoch if epoch is not None else 0), end
+
+    def session_fetch_ms(self, replica_id: int) -> int:
+        return self.env.follower_fetch_ms(replica_id, self.key)
 
     def durable_offset(self) -> int:
         log_ = self.partition.log
@@ -237,7 +241,7 @@ class RaftGroup:
         elif isinstance(r, Leader):
             if r.check_quorum_deadline_ms <= now_ms:
                 window = self.env.config.check_quorum_ms
-                if r.progress.alive_majority(now_ms, window, self.env.peer_fetch_ms):
+                if r.progress.alive_majority(now_ms, window, self.session_fetch_ms):
                     r.check_quorum_deadline_ms = now_ms + window // 3 or 1
                 else:
                     log.info("%s-%d: no fetch from a majority in %d ms, resigning", *self.key, window)
@@ -247,7 +251,7 @@ class RaftGroup:
                 # Voters that never acknowledged, or stopped fetching (restarted on an empty
                 # disk, partitioned away), hear BeginQuorumEpoch again until they fetch.
                 quiet = r.progress.quiet_voters(now_ms, self.env.config.fetch_timeout_ms,
-                                               self.env.peer_fetch_ms)
+                                               self.session_fetch_ms)
                 for v in sorted(r.unacknowledged | quiet):
                     self.env.send_begin_epoch(v, self)
                 r.resend_ms = now_ms + self.env.config.request_timeout_ms
@@ -414,8 +418,18 @@ class RaftGroup:
             self.env.hw_moved(self)
 
     def caught_up_once(self, leader_hw: int, now_ms: int) -> None:
-        """Disk-loss rule: having fetched up to a leader's HW, the replica may vote again."""
-        if not self.state.may_vote and self.partition.log.log_end_offset >= leader_hw >= 0:
+        """Disk-loss rule: having *durably* reached a leader's HW, the replica may vote again
+        (the simulation found that counting unflushed records here lets a crash undo it)."""
+        if leader_hw >= 0:
+            self.leader_hw_seen = max(self.leader_hw_seen, leader_hw)
+        if self.state.may_vote or self.leader_hw_seen < 0:
+            return
+        # A new leader's HW starts low; it covers everything committed before only once it
+        # passes the start of the leader's epoch (its LeaderChange batch, now in our log too).
+        latest = self.partition.log.epoch_cache.latest_entry
+        if latest is None or latest.epoch != self.epoch or self.leader_hw_seen <= latest.start_offset:
+            return
+        if self.durable_offset() >= self.leader_hw_seen:
             s = self.state
             self.state = ElectionState(s.epoch, s.leader_id, s.voted_id, True)
             self.env.persist(self)

@@ -42,36 +42,37 @@ class ReplicaProgress:
             p.last_caught_up_ms = now_ms
         return voter
 
-    def alive_majority(self, now_ms: int, window_ms: int, peer_fetch_ms: dict) -> bool:
-        """Check-quorum: a majority (the leader included) fetched within the window."""
+    def alive_majority(self, now_ms: int, window_ms: int, session_fetch_ms) -> bool:
+        """Check-quorum: a majority (the leader included) fetched within the window.
+        `session_fetch_ms(v)`: when v last fetched through a session holding this group."""
         alive = 1
         for v, p in self.by_voter.items():
             if v == self.leader_id:
                 continue
-            last = max(p.last_fetch_ms, peer_fetch_ms.get(v, -1)) if p.last_fetch_ms >= 0 else -1
+            last = max(p.last_fetch_ms, session_fetch_ms(v))
             if last >= 0 and now_ms - last <= window_ms:
                 alive += 1
         return alive > len(self.by_voter) // 2
 
-    def min_live_offset(self, now_ms: int, window_ms: int, peer_fetch_ms: dict) -> int | None:
+    def min_live_offset(self, now_ms: int, window_ms: int, session_fetch_ms) -> int | None:
         """The smallest end offset among replicas that fetched within the window (log-start gating)."""
         offsets = []
         for v, p in list(self.by_voter.items()) + list(self.observers.items()):
             if v == self.leader_id:
                 continue
-            last = max(p.last_fetch_ms, peer_fetch_ms.get(v, -1)) if p.last_fetch_ms >= 0 else -1
+            last = max(p.last_fetch_ms, session_fetch_ms(v))
             if last >= 0 and now_ms - last <= window_ms:
                 offsets.append(p.end_offset)
         return min(offsets) if offsets else None
 
-    def quiet_voters(self, now_ms: int, window_ms: int, peer_fetch_ms: dict) -> set[int]:
+    def quiet_voters(self, now_ms: int, window_ms: int, session_fetch_ms) -> set[int]:
         """Other voters that have not fetched within the window (a session fetch that did not
         name this partition counts, once the voter has fetched it in this epoch)."""
         quiet = set()
         for v, p in self.by_voter.items():
             if v == self.leader_id:
                 continue
-            last = max(p.last_fetch_ms, peer_fetch_ms.get(v, -1)) if p.last_fetch_ms >= 0 else -1
+            last = max(p.last_fetch_ms, session_fetch_ms(v))
             if last < 0 or now_ms - last > window_ms:
                 quiet.add(v)
         return quiet

@@ -54,6 +54,7 @@ class Replication:
         self.bugs = bugs or BugSwitches()
         self.groups: dict = {}
         self.peer_fetch_ms: dict[int, int] = {}  # leader side: when each node last fetched from us
+        self.fetched_by: dict[int, set] = {}     # leader side: the groups each follower's session holds
         self._timers: list = []
         self._seq = 0
         self._dirty: dict = {}
@@ -295,8 +296,27 @@ class Replication:
                     (group.on_begin_epoch_acked if begin else group.on_end_epoch_acked)(voter)
 
     # -- leader side of follower fetches -----------------------------------------------------
-    def on_follower_fetch_request(self, replica_id: int, now_ms: int) -> None:
+    def on_follower_fetch_request(self, replica_id: int, request, version: int, now_ms: int) -> None:
+        """Which groups each follower fetches from us (its one session: a full fetch names
+        them all, an incremental one adds and forgets), and when it last fetched. A session
+        fetch that does not name a group still counts for it, at O(changes) per request."""
         self.peer_fetch_ms[replica_id] = now_ms
+        names = self._topic_names
+        full = request.session_epoch in (0, -1)
+        fetched = set() if full else self.fetched_by.setdefault(replica_id, set())
+        for topic in request.topics:
+            name = names.get(topic.topic_id) if version >= 13 else topic.topic
+            fetched.update((name, p.partition) for p in topic.partitions)
+        for topic in request.forgotten_topics_data:
+            name = names.get(topic.topic_id) if version >= 13 else topic.topic
+            fetched.difference_update((name, p) for p in topic.partitions)
+        self.fetched_by[replica_id] = fetched
+
+    def follower_fetch_ms(self, replica_id: int, key) -> int:
+        """When `replica_id` last fetched group `key` from us, through its session (-1: it does not)."""
+        if key in self.fetched_by.get(replica_id, ()):
+            return self.peer_fetch_ms.get(replica_id, -1)
+        return -1
 
     def resign_all(self, now_ms: int) -> int:
         """Graceful shutdown: every group led here hands over (EndQuorumEpoch)."""
@@ -315,6 +335,7 @@ class Replication:
             stream = self.streams[group.leader_id]
             if flushed_offset >= partition.log.log_end_offset:
                 stream.unflushed.discard(partition.key)
+            group.caught_up_once(-1, now_ms)
 
 
 def rpc_fetch_version() -> int:

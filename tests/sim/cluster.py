@@ -46,7 +46,11 @@ class SimNode:
         self.node = Node(config, catalog=self.disk.catalog, election_store=self.disk.elections,
                          producer_id_store=self.disk.producer_ids, open_log=self.disk.open_log,
                          new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF), rng=random.Random(seed),
-                         raft_config=RAFT, bugs=self.sim.bugs, cluster_id=CLUSTER_ID, rejoining=rejoining)
+                         raft_config=RAFT, bugs=self.sim.bugs, cluster_id=CLUSTER_ID,
+                         # The disk remembers it replaced a lost one (a durable marker, like a
+                         # data dir formatted to join an existing cluster): groups without a
+                         # persisted state must catch up before they vote, across restarts too.
+                         rejoining=rejoining or self.disk.lost)
         self.parked.clear()
         self.persisting = self.flushing = False
         self.node.start(now_ms)

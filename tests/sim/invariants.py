@@ -4,6 +4,30 @@ from __future__ import annotations
 from kraftd.protocol.records import iter_batch_headers
 
 
+def _header_at(log, offset: int):
+    """The header of the MemoryLog batch holding `offset`, by bisection (None if absent)."""
+    if offset < log.log_start_offset or offset >= log.log_end_offset:
+        return None
+    for seg in reversed(log._segments):
+        if seg.base_offset <= offset and seg.headers:
+            headers = seg.headers
+            lo, hi = 0, len(headers)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if headers[mid].last_offset < offset:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < len(headers) and headers[lo].base_offset <= offset:
+                return headers[lo]
+            return None
+    return None
+
+
+def _same_batch(h, batch) -> bool:
+    return h is not None and (h.base_offset, h.last_offset, h.crc) == batch[:3]
+
+
 class Violation(AssertionError):
     pass
 
@@ -28,6 +52,20 @@ def _abstains(sn, key) -> bool:
         return not sn.node.replication.groups[key].state.may_vote
     state = sn.disk.elections.states.get(key)
     return state is None or not state.may_vote
+
+
+def _describe(sn, key) -> str:
+    log = sn.disk.logs.get(key)
+    state = sn.disk.elections.states.get(key)
+    group = sn.node.replication.groups.get(key) if sn.node is not None else None
+    text = f"node {sn.id} {'up' if sn.node else 'down'}{' (lost disk)' if sn.disk.lost else ''}"
+    if group is not None:
+        text += f" {group.role.name}@{group.epoch} may_vote={group.state.may_vote}"
+    if state is not None:
+        text += f" persisted e{state.epoch} vote {state.voted_id} may_vote={state.may_vote}"
+    if log is not None:
+        text += f" log [{log.log_start_offset}, {log.log_end_offset}) flushed {log.flushed_offset}"
+    return text
 
 
 class Invariants:
@@ -74,9 +112,9 @@ class Invariants:
         if known is not None and known[0] >= hw:
             return
         log = group.partition.log
-        batches = _batches(log, max(hw - 1, log.log_start_offset), hw)
-        if batches:
-            self.committed[key] = (hw, batches[-1])
+        h = _header_at(log, hw - 1)
+        if h is not None:
+            self.committed[key] = (hw, (h.base_offset, h.last_offset, h.crc))
 
     def _committed_on_majority(self, sim) -> None:
         """The last batch below every HW a leader announced is durably on a majority of voters."""
@@ -91,11 +129,11 @@ class Invariants:
                 if log is None:
                     continue
                 durable = min(log.flushed_offset, log.log_end_offset)
-                if log.log_start_offset > batch[0] or (durable > batch[1] and batch in _batches(log, batch[0], batch[1] + 1)):
+                if log.log_start_offset > batch[0] or (durable > batch[1] and _same_batch(_header_at(log, batch[0]), batch)):
                     holding += 1
             if holding * 2 <= len(voters):
                 raise Violation(f"{key}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
-                                f"{len(voters)} voters")
+                                f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], key) for v in voters))
 
     def replicas_agree(self, sim) -> None:
         """Replicas hold identical batches below the smallest HW among the live ones."""

@@ -31,8 +31,8 @@ class RunResult:
     faults: list = field(default_factory=list)
 
     def replay_command(self, bugs: BugSwitches | None = None) -> str:
-        flags = "".join(f" --bug {name}" for name, on in (bugs.__dict__ if False else _bug_items(bugs)) if on)
-        return f"python -m tests.sim.run --seed {self.seed}{flags}"
+        flags = "".join(f" --bug {name}" for name, on in _bug_items(bugs) if on)
+        return f".venv/bin/python -m tests.sim.run --seed {self.seed}{flags}"
 
 
 def _bug_items(bugs):
@@ -155,12 +155,34 @@ def _status(sim) -> str:
     return "; ".join(parts)
 
 
+def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, stop_at_first: bool = False):
+    """Results for every seed (in a pool of `jobs` processes when > 1)."""
+    seeds = list(seeds)
+    if jobs <= 1:
+        out = []
+        for seed in seeds:
+            result = run_seed(seed, bugs=bugs)
+            out.append(result)
+            if stop_at_first and not result.ok:
+                break
+        return out
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return pool.map(_run_one, [(seed, bugs) for seed in seeds], chunksize=4)
+
+
+def _run_one(args):
+    seed, bugs = args
+    return run_seed(seed, bugs=bugs)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, help="replay one seed, printing its faults")
     parser.add_argument("--seeds", type=int, default=100, help="run seeds [start, start+N)")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--bug", action="append", default=[], choices=list(BugSwitches.__dataclass_fields__))
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     args = parser.parse_args(argv)
     bugs = BugSwitches(**{b: True for b in args.bug}) if args.bug else None
     if args.seed is not None:
@@ -174,12 +196,11 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     failures = 0
     events = 0
-    for seed in range(args.start, args.start + args.seeds):
-        result = run_seed(seed, bugs=bugs)
+    for result in run_many(range(args.start, args.start + args.seeds), bugs=bugs, jobs=args.jobs):
         events += result.events
         if not result.ok:
             failures += 1
-            print(f"seed {seed} FAILED: {result.error}\n  replay: {result.replay_command(bugs)}", flush=True)
+            print(f"seed {result.seed} FAILED: {result.error}\n  replay: {result.replay_command(bugs)}", flush=True)
     elapsed = time.perf_counter() - started
     print(f"{args.seeds} seeds, {failures} failed, {elapsed:.1f} s ({args.seeds / elapsed:.1f} seeds/s, "
           f"{events / elapsed:,.0f} events/s)")
