@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev serve test soak bench tools clean
+.PHONY: install install-dev serve test soak sim bench tools clean
 
 $(VENV)/.venv-created:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ test: install-dev tools
 
 soak: install-dev tools
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
+
+# The deterministic Raft simulation over many seeds (make test runs 500 of them).
+SEEDS ?= 10000
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+sim: install-dev
+	$(PY) -m tests.sim.run --seeds $(SEEDS) --jobs $(JOBS)
 
 bench: install-dev tools
 	$(PY) -m bench.run $(ARGS)

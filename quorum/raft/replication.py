@@ -67,7 +67,8 @@ class Replication:
         self.streams: dict[int, FetchStream] = {}
         self.downloads = SnapshotDownloads()
         self._in_flight: dict[int, _InFlight] = {}
-        self._next_correlation = 1
+        # Random start: answers meant for a previous incarnation of this node never match.
+        self._next_correlation = rng.randrange(1, 1 << 30)
         self._topic_ids: dict = {}
         self._topic_names: dict = {}
 
@@ -256,9 +257,10 @@ class Replication:
 
     # -- responses ---------------------------------------------------------------------------
     def on_response(self, source: int, correlation_id: int, response, now_ms: int) -> None:
-        flight = self._in_flight.pop(correlation_id, None)
-        if flight is None or flight.destination != source:
-            return  # late (already timed out) or a duplicate
+        flight = self._in_flight.get(correlation_id)
+        if flight is None or flight.destination != source or not _answers(flight.api_key, response):
+            return  # late (already timed out), a duplicate, or not an answer to that request
+        del self._in_flight[correlation_id]
         if flight.api_key == api.FETCH:
             flight.context.on_response(response, self._topic_names, now_ms, self.config.retry_backoff_ms, self)
         elif flight.api_key == api.VOTE:
@@ -336,6 +338,10 @@ class Replication:
             if flushed_offset >= partition.log.log_end_offset:
                 stream.unflushed.discard(partition.key)
             group.caught_up_once(-1, now_ms)
+
+
+def _answers(api_key: int, response) -> bool:
+    return getattr(type(response), "API_KEY", api_key) == api_key
 
 
 def rpc_fetch_version() -> int:

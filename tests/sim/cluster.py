@@ -6,6 +6,7 @@ import heapq
 import random
 import uuid
 
+from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
@@ -133,7 +134,7 @@ class Simulation:
             self.at(self.now + self.rates.fsync_ms, "persisted", sn.id, sn.incarnation, out.persist)
         for send in out.sends:
             self.send(Message(sn.id, send.destination, True, send.api_key, send.api_version, send.correlation_id,
-                              send.request))
+                              send.request, sn.incarnation))
         self._answer(sn, out.completions)
         if not sn.flushing and node.logs_to_flush():
             sn.flushing = True
@@ -149,8 +150,20 @@ class Simulation:
         for c in completions:
             target = sn.parked.pop(c.token, None)
             if target is not None:
-                source, api_key, version, correlation = target
-                self.send(Message(sn.id, source, False, api_key, version, correlation, c.response))
+                source, api_key, version, correlation, request, incarnation = target
+                self.send(Message(sn.id, source, False, api_key, version, correlation, c.response, incarnation))
+                self._maybe_crash_after_vote(sn, api_key, request, c.response)
+
+    def _maybe_crash_after_vote(self, sn: SimNode, api_key: int, request, response) -> None:
+        """Buggify: crash a node the moment it granted a real vote. Correct code persisted the
+        vote before answering, so this must be harmless."""
+        if api_key != api.VOTE or not self.rates.crash_after_vote:
+            return
+        real = {(t.topic_name, p.partition_index) for t in request.topics for p in t.partitions if not p.pre_vote}
+        granted = any(p.vote_granted and (t.topic_name, p.partition_index) in real
+                      for t in response.topics for p in t.partitions)
+        if granted and self.rng.random() < self.rates.crash_after_vote:
+            self.at(self.now, "crash", sn.id, False, self.rng.choice([5, 50]))
 
     def send(self, message: Message) -> None:
         for delay in self.network.delays(message):
@@ -172,13 +185,14 @@ class Simulation:
             outcome = sn.node.handle(header, message.body, self.now, f"{client_id}:1")
             if isinstance(outcome, Respond):
                 self.send(Message(sn.id, message.source, False, message.api_key, message.api_version,
-                                  message.correlation_id, outcome.response))
+                                  message.correlation_id, outcome.response, message.incarnation))
+                self._maybe_crash_after_vote(sn, message.api_key, message.body, outcome.response)
             elif isinstance(outcome, Park):
                 sn.parked[outcome.token] = (message.source, message.api_key, message.api_version,
-                                            message.correlation_id)
+                                            message.correlation_id, message.body, message.incarnation)
             else:
                 assert isinstance(outcome, NoResponse)
-        else:
+        elif message.incarnation == sn.incarnation:  # (a connection does not outlive a restart)
             sn.node.on_response(message.source, message.correlation_id, message.body, self.now)
         self.settle(sn)
 
@@ -208,7 +222,7 @@ class Simulation:
         self.settle(sn)
 
     # -- faults ----------------------------------------------------------------------------------
-    def _on_crash(self, node_id: int, lose_disk: bool) -> None:
+    def _on_crash(self, node_id: int, lose_disk: bool, down_ms: int | None = None) -> None:
         sn = self.nodes[node_id]
         if sn.node is None:
             return
@@ -218,7 +232,7 @@ class Simulation:
         else:
             sn.crash()
             self.log_fault(f"node {node_id} crashes")
-        self.at(self.now + self.rates.down_ms, "restart", node_id, lose_disk)
+        self.at(self.now + (self.rates.down_ms if down_ms is None else down_ms), "restart", node_id, lose_disk)
 
     def _on_restart(self, node_id: int, rejoining: bool) -> None:
         sn = self.nodes[node_id]

@@ -18,6 +18,7 @@ class FaultRates:
     down_ms: int              # how long a crashed node stays down
     disk_loss: bool           # one crash of the run loses the node's whole disk
     fsync_ms: int             # flush and persist latency
+    crash_after_vote: float   # chance a node crashes right after granting a vote (buggify)
 
     @classmethod
     def draw(cls, rng: random.Random) -> "FaultRates":
@@ -36,4 +37,5 @@ class FaultRates:
             down_ms=rng.choice([20, 200, 1500, 5000]),
             disk_loss=rng.random() < 0.25,
             fsync_ms=rng.choice([0, 1, 5]),
+            crash_after_vote=maybe(0.3, 0.5, 0.0),
         )

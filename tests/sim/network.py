@@ -15,6 +15,7 @@ class Message:
     api_version: int
     correlation_id: int
     body: Any
+    incarnation: int = 0   # of the requesting node: an answer to an earlier life is dropped
 
 
 class Network:
