@@ -182,6 +182,7 @@ class Node:
                                     now_ms)
         partition.log.append_as_leader(batch, group.epoch, now_ms=now_ms)
         self._dirty[partition.key] = partition
+        partition.record_change()  # follower fetch sessions read up to the log end
         self._completions += self._purgatory.notify([partition.key], now_ms)
 
     def partition_changed(self, partition: Partition, *, hw: bool) -> None:
@@ -199,17 +200,23 @@ class Node:
         partition.record_change()
 
     def follower_log_start(self, partition: Partition, leader_log_start: int) -> None:
-        """Followers advance to min(leader's log start, own HW, own latest snapshot) (KIP-630)."""
+        """Followers advance to min(leader's log start, own HW) (KIP-630); a snapshot-policy
+        follower only to one of its own snapshots, so its earliest snapshot sits at its log
+        start and its state can always be rebuilt."""
         target = min(leader_log_start, partition.high_watermark)
         snapshots = partition.snapshots
+        at = None
         if snapshots is not None:
-            latest = snapshots.latest
-            target = min(target, latest.end_offset if latest else partition.log.log_start_offset)
+            own = [sid for sid in snapshots.store.ids() if sid.end_offset <= target]
+            if not own:
+                return
+            at = own[-1]
+            target = at.end_offset
         if target > partition.log.log_start_offset:
             partition.log.advance_log_start(target)
             partition.after_log_start_moved()
-            if snapshots is not None:
-                snapshots.store.delete_older_than(snapshots.latest)
+            if at is not None:
+                snapshots.store.delete_older_than(at)
 
     def begin_snapshot_download(self, partition: Partition, snapshot_id):
         return partition.snapshots.store.begin_download(snapshot_id)
@@ -263,6 +270,8 @@ class Node:
         ctx = self._ctx
         if ctx.appended:
             self._dirty.update(ctx.appended)
+            for partition in ctx.appended.values():
+                partition.record_change()  # follower fetch sessions read up to the log end
             keys = list(ctx.appended)
             ctx.appended.clear()
             # A follower's parked fetch wakes on the append, not only on HW movement.

@@ -72,6 +72,7 @@ class PartitionSnapshots:
             # A snapshot newer than the log: the log restarts at the snapshot (KIP-630).
             log.truncate_fully_and_start_at(latest.end_offset)
             log.epoch_cache.assign(latest.epoch, latest.end_offset)
+            self.store.delete_older_than(latest)  # the earliest snapshot sits at the log start
         return removed
 
     def load(self) -> None:

@@ -40,12 +40,14 @@ class SimNode:
 
     def boot(self, now_ms: int, *, rejoining: bool = False) -> None:
         self.incarnation += 1
-        config = NodeConfig(node_id=self.id, fsync_policy="acks_all", retention_check_interval_ms=10**9,
-                            snapshot_max_bytes_between=4096, snapshot_min_changed_records_ratio=0.0)
+        config = NodeConfig(node_id=self.id, fsync_policy="acks_all", retention_check_interval_ms=500,
+                            snapshot_max_bytes_between=3000, snapshot_min_changed_records_ratio=0.0,
+                            snapshot_start_offset_lag_time_max_ms=2000)
         seed = self.sim.rng.getrandbits(64)
         session_rng = random.Random(seed ^ 0x5EED)
         self.node = Node(config, catalog=self.disk.catalog, election_store=self.disk.elections,
                          producer_id_store=self.disk.producer_ids, open_log=self.disk.open_log,
+                         open_snapshot_store=self.disk.open_snapshot_store,
                          new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF), rng=random.Random(seed),
                          raft_config=RAFT, bugs=self.sim.bugs, cluster_id=CLUSTER_ID,
                          # The disk remembers it replaced a lost one (a durable marker, like a
@@ -58,7 +60,8 @@ class SimNode:
         if not self.disk.catalog.all():
             for name, topic_id, assignments in self.sim.topics:
                 if any(self.id in a for a in assignments):
-                    self.node.create_replicated_topic(name, topic_id, assignments, {}, now_ms)
+                    self.node.create_replicated_topic(name, topic_id, assignments, self.sim.topic_configs[name],
+                                                      now_ms)
 
     def crash(self) -> None:
         self.node = None
@@ -66,6 +69,7 @@ class SimNode:
 
     def lose_disk(self) -> None:
         self.node = None
+        self.sim.old_disks.append(self.disk)
         self.disk = Disk(CLUSTER_ID)
         self.disk.lost = True
 
@@ -82,6 +86,8 @@ class Simulation:
         self.network = Network(self.rng, rates)
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
         self.topics = []
+        self.topic_configs: dict = {}
+        self.old_disks: list = []
         ids = list(self.nodes)
         for g in range(groups):
             replicas = 3 if nodes >= 3 else nodes
@@ -90,6 +96,8 @@ class Simulation:
             start = g % nodes
             voters = tuple(sorted(ids[(start + k) % nodes] for k in range(replicas)))
             self.topics.append((f"t{g}", uuid.UUID(int=self.rng.getrandbits(128) | 1), [voters]))
+            # Every other group keeps state: KIP-630 snapshots, log start gated by the replicas.
+            self.topic_configs[f"t{g}"] = {"cleanup.policy": "snapshot"} if g % 2 == 1 or groups == 1 and seed % 2 else {}
         self.clients: dict = {}
         self.events_run = 0
         self.fault_log: list[str] = []
@@ -136,6 +144,8 @@ class Simulation:
             self.send(Message(sn.id, send.destination, True, send.api_key, send.api_version, send.correlation_id,
                               send.request, sn.incarnation))
         self._answer(sn, out.completions)
+        for job in node.snapshot_jobs():
+            self.at(self.now + self.rates.fsync_ms, "snapshot", sn.id, sn.incarnation, job)
         if not sn.flushing and node.logs_to_flush():
             sn.flushing = True
             self.at(self.now + self.rates.fsync_ms, "flush", sn.id, sn.incarnation)
@@ -220,6 +230,19 @@ class Simulation:
         for key, log in sn.node.logs_to_flush():
             sn.node.on_flushed(key, log.flush(), self.now)
         self.settle(sn)
+
+    def _on_snapshot(self, node_id: int, incarnation: int, job) -> None:
+        """The shell's snapshot thread: write the file, then tell the core."""
+        sn = self.nodes[node_id]
+        if sn.node is None or sn.incarnation != incarnation:
+            return  # crashed while writing: the .part is removed at the next start
+        job.run()
+        sn.node.on_snapshot_done(job, self.now)
+        self.settle(sn)
+
+    def discard(self) -> None:
+        for disk in [sn.disk for sn in self.nodes.values()] + self.old_disks:
+            disk.discard()
 
     # -- faults ----------------------------------------------------------------------------------
     def _on_crash(self, node_id: int, lose_disk: bool, down_ms: int | None = None) -> None:

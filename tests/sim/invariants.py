@@ -1,7 +1,7 @@
 """What must hold after every event of a simulation run (and, fully, at the end of it)."""
 from __future__ import annotations
 
-from kraftd.protocol.records import iter_batch_headers
+from kraftd.protocol.records import decode_records, iter_batch_headers
 
 
 def _header_at(log, offset: int):
@@ -41,7 +41,7 @@ def _batches(log, start: int, end: int):
     for region in result.regions:
         for _, h in iter_batch_headers(region.view()):
             out.append((h.base_offset, h.last_offset, h.crc, h.partition_leader_epoch, h.producer_id,
-                        h.base_sequence, h.records_count))
+                        h.base_sequence, h.records_count, h.producer_epoch))
     return out
 
 
@@ -78,6 +78,11 @@ class Invariants:
         self.committed: dict = {}        # group -> (HW, last committed batch) seen on a leader
         self.full_every = full_every
         self.checked = 0
+        # The committed records of each group, read from leaders as their HW passes them: the
+        # oracle that every snapshot's state is compared with.
+        self.records: dict = {}          # group -> [(offset, key, value)]
+        self.records_upto: dict = {}     # group -> offset the list is complete to
+        self.snapshots_checked: set = set()
 
     def __call__(self, sim) -> None:
         self.checked += 1
@@ -90,6 +95,7 @@ class Invariants:
                 self.persisted_epoch[(id(sn.disk), key)] = state.epoch
             if sn.node is None:
                 continue
+            self._snapshots_sit_at_log_start(sn)
             for key, group in sn.node.replication.groups.items():
                 if not group.is_leader:
                     continue
@@ -112,9 +118,52 @@ class Invariants:
         if known is not None and known[0] >= hw:
             return
         log = group.partition.log
+        upto = self.records_upto.get(key, 0)
+        if upto is not None and hw > upto:
+            if log.log_start_offset > upto:
+                self.records_upto[key] = None  # a gap we never saw: stop comparing this group
+            else:
+                out = self.records.setdefault(key, [])
+                for region in log.read(upto, 1 << 40, max_offset=hw).regions:
+                    view = region.view()
+                    for pos, h in iter_batch_headers(view):
+                        if not h.is_control:
+                            out.extend((r.offset, r.key, r.value) for r in decode_records(view[pos:pos + h.size], h))
+                self.records_upto[key] = hw
         h = _header_at(log, hw - 1)
         if h is not None:
             self.committed[key] = (hw, (h.base_offset, h.last_offset, h.crc))
+
+    def _snapshots_sit_at_log_start(self, sn) -> None:
+        """KIP-630: once the log start has moved, the earliest snapshot sits exactly there; and
+        every snapshot holds the state of replaying the committed log to its end offset."""
+        for key, snapshots in sn.node.snapshots.items():
+            ids = snapshots.store.ids()
+            log = snapshots.partition.log
+            if log.log_start_offset > 0 and (not ids or ids[0].end_offset != log.log_start_offset):
+                raise Violation(f"node {sn.id} {key}: log starts at {log.log_start_offset} but the snapshots are {ids}")
+            for sid in ids:
+                seen = (id(sn.disk), key, sid)
+                if seen in self.snapshots_checked:
+                    continue
+                upto = self.records_upto.get(key, 0)
+                if upto is None or upto < sid.end_offset:
+                    continue  # the oracle does not reach it (yet)
+                self.snapshots_checked.add(seen)
+                expected: dict = {}
+                for offset, k, v in self.records.get(key, []):
+                    if offset >= sid.end_offset:
+                        break
+                    if k is None:
+                        continue
+                    if v is None:
+                        expected.pop(bytes(k), None)
+                    else:
+                        expected[bytes(k)] = bytes(v)
+                actual = {bytes(k): bytes(v) for k, v in snapshots.store.reader(sid).items()}
+                if actual != expected:
+                    raise Violation(f"node {sn.id} {key}: snapshot {sid} holds {len(actual)} keys, replaying the "
+                                    f"committed log to {sid.end_offset} gives {len(expected)}")
 
     def _committed_on_majority(self, sim) -> None:
         """The last batch below every HW a leader announced is durably on a majority of voters."""
@@ -166,12 +215,15 @@ class Invariants:
             seen: dict = {}
             for b in batches:
                 if b[4] >= 0:
-                    seen.setdefault((b[4], b[5]), []).append(b[0])
+                    seen.setdefault((b[4], b[7], b[5]), []).append(b[0])
             for producer in producers:
                 for topic, index, seq, count, offset in producer.acked:
                     if (topic, index) != key:
                         continue
-                    where = seen.get((producer.producer_id, seq), [])
+                    epoch, seq = seq
+                    if offset < p.log.log_start_offset:
+                        continue  # now inside a snapshot (its state is checked against the log)
+                    where = seen.get((producer.producer_id, epoch, seq), [])
                     if where != [offset]:
                         raise Violation(f"{key}: acknowledged batch pid {producer.producer_id} seq {seq} at "
                                         f"{offset} is at {where} in the committed log")

@@ -86,6 +86,8 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         result.ok = False
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+    finally:
+        sim.discard()
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)
     result.faults = sim.fault_log

@@ -1,10 +1,14 @@
 """In-memory stand-ins for a node's disk: what a crash keeps, and what a disk loss takes."""
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import uuid
 
 from kraftd.quorum.raft.election_state import MemoryElectionStore
 from kraftd.storage import MemoryLog
+from kraftd.storage.snapshots import SnapshotStore
 from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo
 
 
@@ -51,6 +55,15 @@ class Disk:
         self.producer_ids = MemoryStateFile()
         self.logs: dict = {}
         self.lost = False  # a replacement for a disk that was lost
+        # Snapshot files are real files (tmpfs when there is one): the real SnapshotStore.
+        self.snapshot_root = tempfile.mkdtemp(prefix="kraftd-sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.snapshot_stores: dict = {}
+
+    def open_snapshot_store(self, topic, index) -> SnapshotStore:
+        return SnapshotStore(os.path.join(self.snapshot_root, f"{topic}-{index}"))
+
+    def discard(self) -> None:
+        shutil.rmtree(self.snapshot_root, ignore_errors=True)
 
     def open_log(self, topic, index, config) -> MemoryLog:
         log = self.logs.get((topic, index))

@@ -25,6 +25,7 @@ class Producer:
         self.every_ms = every_ms
         self.partitions = [(t, 0, tuple(assign[0])) for t, _, assign in topics]
         self.next_seq = {p[:2]: 0 for p in self.partitions}
+        self.epoch = {p[:2]: 0 for p in self.partitions}
         self.leader_guess = {p[:2]: p[2][0] for p in self.partitions}
         self.in_flight: dict = {}      # (topic, p) -> (correlation, seq, count, sent_ms, node)
         self.acked: list = []          # (topic, p, seq, count, offset) for acks=all
@@ -55,7 +56,8 @@ class Producer:
         records = [(f"k{seq + i}".encode(), f"{self.name}:{seq + i}".encode(), [], sim.now) for i in range(count)]
         idempotent = self.acks == -1
         batch = build_batch(records, producer_id=self.producer_id if idempotent else -1,
-                            producer_epoch=0 if idempotent else -1, base_sequence=seq if idempotent else -1)
+                            producer_epoch=self.epoch[key] if idempotent else -1,
+                            base_sequence=seq if idempotent else -1)
         self.correlation += 1
         request = m.ProduceRequest(acks=self.acks, timeout_ms=REQUEST_TIMEOUT_MS, topic_data=[
             m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
@@ -74,7 +76,7 @@ class Producer:
         _, seq, count, _, node = flight
         if out.error_code == 0:
             if self.acks == -1:
-                self.acked.append((key[0], key[1], seq, count, out.base_offset))
+                self.acked.append((key[0], key[1], (self.epoch[key], seq), count, out.base_offset))
             self.next_seq[key] = seq + count
             return
         self.errors[out.error_code] = self.errors.get(out.error_code, 0) + 1
@@ -82,4 +84,11 @@ class Producer:
         self.leader_guess[key] = self.rng.choice([r for r in replicas if r != node] or replicas)
         if out.error_code not in RETRIABLE and self.acks != -1:
             self.next_seq[key] = seq + count  # acks=1: give the batch up
+        if self.acks == -1 and out.error_code in (ErrorCode.UNKNOWN_PRODUCER_ID,
+                                                  ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+            # The partition forgot us (its log start passed our last batch): as the Java client
+            # does since KIP-360, bump the epoch and start the sequence again at 0.
+            self.epoch[key] += 1
+            self.in_flight[key] = (flight[0], 0, count, sim.now - REQUEST_TIMEOUT_MS, node)
+            return
         self.in_flight[key] = (flight[0], seq, count, sim.now - REQUEST_TIMEOUT_MS, node)  # retry at next tick
