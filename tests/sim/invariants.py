@@ -202,6 +202,20 @@ class Invariants:
                 elif batches != reference[1]:
                     raise Violation(f"{key}: nodes {reference[0]} and {sn.id} differ below HW {low}")
 
+    def consumer_read_committed(self, consumer) -> None:
+        """What the KIP-320 consumer read is the committed log, offset by offset."""
+        if consumer.problems:
+            raise Violation("consumer: " + "; ".join(consumer.problems[:3]))
+        for key, consumed in consumer.consumed.items():
+            if self.records_upto.get(key) is None:
+                continue
+            committed = {o: (None if k is None else bytes(k), None if v is None else bytes(v))
+                         for o, k, v in self.records.get(key, [])}
+            for offset, record in consumed.items():
+                if offset < self.records_upto[key] and committed.get(offset) != record:
+                    raise Violation(f"consumer {key}: read {record} at {offset}, the committed log has "
+                                    f"{committed.get(offset)}")
+
     def acknowledged_survive(self, sim, producers) -> None:
         """Every acks=all batch acknowledged is in the committed log exactly once, at its offset."""
         for key in {(t, 0) for t, _, _ in sim.topics}:

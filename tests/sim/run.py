@@ -14,7 +14,7 @@ from kraftd.quorum.raft.group import SafetyViolation
 from .cluster import Simulation
 from .faults import FaultRates
 from .invariants import Invariants, Violation
-from .workload import Producer
+from .workload import Consumer, Producer
 
 SAFETY_MS = 12_000
 LIVENESS_MS = 15_000   # a leader must emerge and every replica converge within this
@@ -53,9 +53,10 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     result = RunResult(seed, True, shape=f"{nodes} nodes x {groups} groups, {rates}")
     producers = [Producer("p-all", 1000, -1, sim.topics, random.Random(seed + 1), 37),
                  Producer("p-one", -1, 1, sim.topics, random.Random(seed + 2), 53)]
+    consumer = Consumer("c-320", sim.topics, random.Random(seed + 3))
     try:
         sim.boot_all()
-        for p in producers:
+        for p in producers + [consumer]:
             sim.clients[p.name] = p
             sim.at(200, "client", p.name)
         _schedule_faults(sim, rates, safety_ms)
@@ -69,6 +70,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
                 sim.at(sim.now + 1, "restart", sn.id, sn.disk.catalog.all() == [])
         for p in producers:
             p.active = False
+        consumer.active = False
         deadline = sim.now + liveness_ms
         while sim.now < deadline:
             sim.run_until(sim.now + 250)
@@ -78,6 +80,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
             raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}")
         invariants.replicas_agree(sim)
         invariants.acknowledged_survive(sim, producers)
+        invariants.consumer_read_committed(consumer)
     except (Violation, SafetyViolation) as exc:
         result.ok = False
         result.error = f"{type(exc).__name__}: {exc}"

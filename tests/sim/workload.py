@@ -92,3 +92,95 @@ class Producer:
             self.in_flight[key] = (flight[0], 0, count, sim.now - REQUEST_TIMEOUT_MS, node)
             return
         self.in_flight[key] = (flight[0], seq, count, sim.now - REQUEST_TIMEOUT_MS, node)  # retry at next tick
+
+
+FETCH_VERSION = 12  # by topic name, with CurrentLeaderEpoch, LastFetchedEpoch and DivergingEpoch
+
+
+class Consumer:
+    """Reads every group from its leader with KIP-320 epochs: CurrentLeaderEpoch from fencing
+    answers, LastFetchedEpoch from the batches it consumed. What it read is checked against the
+    committed log at the end; a DivergingEpoch below what it consumed means it read something
+    that was not committed."""
+
+    def __init__(self, name: str, topics: list, rng, every_ms: int = 29) -> None:
+        self.name = name
+        self.rng = rng
+        self.every_ms = every_ms
+        self.partitions = {(t, 0): tuple(assign[0]) for t, _, assign in topics}
+        self.position = {k: (0, -1) for k in self.partitions}      # (offset, last fetched epoch)
+        self.leader = {k: (replicas[0], -1) for k, replicas in self.partitions.items()}  # (node, epoch)
+        self.consumed: dict = {k: {} for k in self.partitions}      # offset -> (key, value)
+        self.in_flight: dict = {}
+        self.correlation = 0
+        self.problems: list[str] = []
+        self.active = True
+
+    def tick(self, sim) -> None:
+        for key, replicas in self.partitions.items():
+            flight = self.in_flight.get(key)
+            if flight is not None and sim.now - flight[1] < REQUEST_TIMEOUT_MS:
+                continue
+            if flight is not None:
+                self.leader[key] = (self.rng.choice(replicas), -1)
+            offset, last_epoch = self.position[key]
+            node, epoch = self.leader[key]
+            self.correlation += 1
+            request = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                     session_id=0, session_epoch=-1, topics=[m.FetchRequest.FetchTopic(
+                                         topic=key[0], partitions=[m.FetchRequest.FetchPartition(
+                                             partition=0, current_leader_epoch=epoch, fetch_offset=offset,
+                                             last_fetched_epoch=last_epoch, log_start_offset=-1,
+                                             partition_max_bytes=1 << 16)])])
+            self.in_flight[key] = (self.correlation, sim.now, node)
+            sim.send(Message(self.name, node, True, api.FETCH, FETCH_VERSION, self.correlation, request))
+        if self.active or self.in_flight:
+            sim.at(sim.now + self.every_ms, "client", self.name)
+
+    def on_response(self, sim, message: Message) -> None:
+        from kraftd.protocol.records import decode_records, iter_batch_headers
+        topic = message.body.responses[0]
+        data = topic.partitions[0]
+        key = (topic.topic, data.partition_index)
+        flight = self.in_flight.get(key)
+        if flight is None or flight[0] != message.correlation_id:
+            return
+        del self.in_flight[key]
+        node = flight[2]
+        code = data.error_code
+        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH):
+            leader = data.current_leader
+            if leader.leader_id >= 0 and leader.leader_epoch >= self.leader[key][1]:
+                self.leader[key] = (leader.leader_id, leader.leader_epoch)
+            else:
+                self.leader[key] = (self.rng.choice(self.partitions[key]), -1)
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if data.log_start_offset > self.position[key][0]:
+                self.position[key] = (data.log_start_offset, -1)  # its state is in a snapshot now
+            return
+        if code != 0:
+            return
+        offset, _ = self.position[key]
+        if data.diverging_epoch.end_offset >= 0:
+            # KIP-320: our position is not on the leader's log. Below what we consumed, that
+            # would mean we read records that were never committed.
+            end = data.diverging_epoch.end_offset
+            if end < offset:
+                self.problems.append(f"{key}: diverged at {end}, below the consumed position {offset}")
+            self.position[key] = (min(end, offset), data.diverging_epoch.epoch)
+            return
+        records = data.records
+        view = records.view() if hasattr(records, "view") else memoryview(records or b"")
+        for pos, h in iter_batch_headers(view):
+            if h.last_offset < offset:
+                continue
+            if not h.is_control:
+                for r in decode_records(view[pos:pos + h.size], h):
+                    if r.offset >= offset:
+                        self.consumed[key][r.offset] = (None if r.key is None else bytes(r.key),
+                                                        None if r.value is None else bytes(r.value))
+            self.position[key] = (h.next_offset, h.partition_leader_epoch)
+            offset = h.next_offset
+        if self.leader[key][0] != node:
+            self.leader[key] = (node, self.leader[key][1])
