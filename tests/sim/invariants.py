@@ -83,6 +83,7 @@ class Invariants:
         self.records: dict = {}          # group -> [(offset, key, value)]
         self.records_upto: dict = {}     # group -> offset the list is complete to
         self.snapshots_checked: set = set()
+        self._holding: dict = {}         # (group, voter) -> (batch, log id, LEO, flushed) when last seen holding
 
     def __call__(self, sim) -> None:
         self.checked += 1
@@ -177,9 +178,17 @@ class Invariants:
                 log = sim.nodes[v].disk.logs.get(key)
                 if log is None:
                     continue
+                # Unchanged since we saw it hold the batch, unless its end or flushed offset went
+                # back (only a truncation or a crash removes a batch): no need to look again.
+                seen = self._holding.get((key, v))
+                if (seen is not None and seen[0] == batch and seen[1] == id(log)
+                        and log.log_end_offset >= seen[2] and log.flushed_offset >= seen[3]):
+                    holding += 1
+                    continue
                 durable = min(log.flushed_offset, log.log_end_offset)
                 if log.log_start_offset > batch[0] or (durable > batch[1] and _same_batch(_header_at(log, batch[0]), batch)):
                     holding += 1
+                    self._holding[(key, v)] = (batch, id(log), log.log_end_offset, log.flushed_offset)
             if holding * 2 <= len(voters):
                 raise Violation(f"{key}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
                                 f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], key) for v in voters))
