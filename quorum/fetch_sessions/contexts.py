@@ -72,9 +72,11 @@ class FullContext(SessionlessContext):
 class IncrementalContext:
     """Reads the session's active partitions; answers only those with something new.
 
-    A consumer reads only up to the high watermark, and every HW/log-start move is in the node's
-    ChangeJournal (read into the session's active set), so only active slots need reading. A follower reads up to the log end,
-    and appends do not mark slots, so its sessions read every partition (as Kafka does)."""
+    A consumer reads up to the high watermark, a follower up to the log end; every HW,
+    log-start or leadership move and every leader append is in the node's ChangeJournal (read
+    into the session's active set), and a slot stays active while it has something to read, so
+    only active slots need reading, for followers too (Kafka reads every partition of a follower
+    session; that made an incremental round as dear as a full one)."""
 
     def __init__(self, session: FetchSession, resolve_slot, journal) -> None:
         self.session = session
@@ -97,8 +99,7 @@ class IncrementalContext:
         """Re-pick the slots to read: while parked, more of them may have become active."""
         session = self.session
         session.catch_up(self._journal)
-        slots = session.all_slots_in_order() if session.privileged else session.active_slots_in_order()
-        self.fetches = [self._resolve_slot(session, slot) for slot in slots]
+        self.fetches = [self._resolve_slot(session, slot) for slot in session.active_slots_in_order()]
 
     def response(self, results: list, build, now_ms: int) -> FetchResponse:
         session = self.session

@@ -1,4 +1,5 @@
-"""Which partitions changed (high watermark or log start), in order, for incremental fetches.
+"""Which partitions changed (high watermark, log start, leadership, or a leader append), in
+order, for incremental fetches.
 
 KIP-227 marks a session's partition dirty when it changes. Rather than every partition keeping
 a table of the sessions that cache it (~160 B per cached partition), the node appends each

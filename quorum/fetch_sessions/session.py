@@ -3,9 +3,10 @@
 Per-partition state is kept in columns (arrays indexed by a slot number) rather than one
 object per partition: a session may cache 10,000 partitions, and the KIP's point is that an
 incremental fetch costs little. A partition is *active* when the next fetch must look at it:
-it was named in the request, its high watermark or log start moved (read from the node's
-ChangeJournal at each fetch), it still has data below the high watermark, or it last answered
-an error.
+it was named in the request, it changed (high watermark, log start, leadership, or an append:
+read from the node's ChangeJournal at each fetch), it still has data the fetcher may read (below
+the high watermark for a consumer, below the log end for a follower), or it last answered an
+error.
 """
 from __future__ import annotations
 
@@ -183,10 +184,13 @@ class FetchSession:
             self._next_rank += 1
 
     def settle(self, slot: int, data, stop: bool) -> None:
-        """Keep a partition active only while the next fetch could have something for it."""
+        """Keep a partition active only while the next fetch could have something for it: a
+        consumer reads up to the high watermark, a follower (privileged) up to the log end."""
         partition = self._partition[slot]
-        if (partition is not None and not stop and data.error_code == 0
-                and self._fetch_offset[slot] >= partition.high_watermark):
+        if partition is None or stop or data.error_code != 0:
+            return
+        upper = partition.log.log_end_offset if self.privileged else partition.high_watermark
+        if self._fetch_offset[slot] >= upper:
             self._active.discard(slot)
 
     def nbytes(self) -> int:
