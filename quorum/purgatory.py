@@ -25,6 +25,8 @@ class Purgatory:
         self._ops: dict[int, DelayedOperation] = {}
         self._watchers: dict[Hashable, set[int]] = {}
         self._deadlines: list[tuple[int, int]] = []
+        self._notifying = False
+        self._queued: list = []
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -45,19 +47,34 @@ class Purgatory:
         return token
 
     def notify(self, keys: Iterable[Hashable], now_ms: int) -> list[Completion]:
-        """Something changed on these partitions: complete whatever now can."""
-        candidates: set[int] = set()
-        for key in keys:
-            candidates |= self._watchers.get(key, set())
-        done = []
-        for token in sorted(candidates):
-            op = self._ops.get(token)
-            if op is None:
-                continue
-            response = op.try_complete(now_ms)
-            if response is not None:
-                self._remove(token)
-                done.append(Completion(token, response))
+        """Something changed on these partitions: complete whatever now can.
+
+        Completing one request can change other partitions (a follower's fetch moves the HW,
+        which wakes parked produces): such nested notifications are queued and handled by the
+        outermost call, so no request is tried while it is being tried (the simulation found
+        the re-entrant version completing one twice)."""
+        if self._notifying:
+            self._queued.extend(keys)
+            return []
+        self._notifying = True
+        done: list[Completion] = []
+        try:
+            keys = list(keys)
+            while keys:
+                candidates: set[int] = set()
+                for key in keys:
+                    candidates |= self._watchers.get(key, set())
+                for token in sorted(candidates):
+                    op = self._ops.get(token)
+                    if op is None:
+                        continue
+                    response = op.try_complete(now_ms)
+                    if response is not None and token in self._ops:
+                        self._remove(token)
+                        done.append(Completion(token, response))
+                keys, self._queued = self._queued, []
+        finally:
+            self._notifying = False
         return done
 
     def expire(self, now_ms: int) -> list[Completion]:
