@@ -34,6 +34,10 @@ class SessionlessContext:
     def refresh(self) -> None:
         """Before a parked fetch reads again: the partitions asked for do not change."""
 
+    def has_news(self, results: list) -> bool:
+        """Without a session there is no record of what the fetcher knows."""
+        return False
+
     def response(self, results: list, build, now_ms: int) -> FetchResponse:
         return build(self.fetches, results, 0)
 
@@ -100,6 +104,11 @@ class IncrementalContext:
         session = self.session
         session.catch_up(self._journal)
         self.fetches = [self._resolve_slot(session, slot) for slot in session.active_slots_in_order()]
+
+    def has_news(self, results: list) -> bool:
+        """Would an answer now carry any partition (new data, HW, log start, an error)?"""
+        session = self.session
+        return any(session.must_send(f.slot, data, f.must_answer) for f, data in zip(self.fetches, results))
 
     def response(self, results: list, build, now_ms: int) -> FetchResponse:
         session = self.session

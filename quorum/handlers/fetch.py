@@ -130,7 +130,9 @@ class DelayedFetch:
         self.limits.now_ms = now_ms
         self.context.refresh()
         results, total, errors = read_partitions(self.context.fetches, self.limits)
-        if total >= self.min_bytes or errors:
+        # A follower also hears at once when only the HW moved (as KRaft's leader completes its
+        # parked fetches on an HW change), so it learns what is committed without a long poll.
+        if total >= self.min_bytes or errors or (not self.limits.is_consumer and self.context.has_news(results)):
             return self.context.response(results, _builder(self.limits.version), now_ms)
         return None
 
