@@ -23,8 +23,8 @@ from kraftd.protocol.records import (BATCH_HEADER_SIZE, Compression, build_batch
 from .atomic_file import fsync_dir
 
 __all__ = ["SnapshotId", "SnapshotWriter", "SnapshotReader", "SnapshotStore", "SnapshotRegion",
-           "CorruptSnapshotError", "SnapshotInfo", "snapshot_filename", "parse_snapshot_filename",
-           "verify_snapshot"]
+           "CorruptSnapshotError", "SnapshotInfo", "PartialSnapshot", "snapshot_filename",
+           "parse_snapshot_filename", "verify_snapshot"]
 
 SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"
@@ -113,6 +113,53 @@ class SnapshotWriter:
         self._file.close()
         os.replace(self.part_path, self.path)
         fsync_dir(os.path.dirname(self.path) or ".")
+        return self.path
+
+    def abort(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        try:
+            os.unlink(self.part_path)
+        except FileNotFoundError:
+            pass
+
+
+class PartialSnapshot:
+    """A snapshot being downloaded from a leader (KIP-630 FetchSnapshot) into `<name>.part`.
+
+    `complete(size)` checks the size the leader announced and validates the file like any
+    reader (every CRC, header first, footer last), then fsyncs, renames and registers it; a
+    file that fails stays invisible and is removed. `abort()` drops it.
+    """
+
+    def __init__(self, store: "SnapshotStore", sid: SnapshotId) -> None:
+        self.store = store
+        self.snapshot_id = sid
+        self.path = store.path(sid)
+        self.part_path = self.path + ".part"
+        self._file = open(self.part_path, "wb")
+
+    def write(self, position: int, data) -> None:
+        self._file.seek(position)
+        self._file.write(data)
+
+    def complete(self, expected_size: int) -> str:
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            size = os.fstat(self._file.fileno()).st_size
+            self._file.close()
+            if size != expected_size:
+                raise CorruptSnapshotError(f"{self.part_path}: {size} bytes, the leader announced {expected_size}")
+            with open(self.part_path, "rb") as f:  # mapped, not read: snapshots can be large
+                buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+            _validated_batches(self.part_path, memoryview(buf))
+            os.replace(self.part_path, self.path)
+            fsync_dir(self.store.dir)
+        except BaseException:
+            self.abort()
+            raise
+        self.store.add(self.snapshot_id)
         return self.path
 
     def abort(self) -> None:
@@ -286,6 +333,10 @@ class SnapshotStore:
 
     def writer(self, sid: SnapshotId, **kwargs) -> SnapshotWriter:
         return SnapshotWriter(self.dir, sid, **kwargs)
+
+    def begin_download(self, sid: SnapshotId) -> PartialSnapshot:
+        """A snapshot to be fetched from the leader in chunks (see PartialSnapshot)."""
+        return PartialSnapshot(self, sid)
 
     def add(self, sid: SnapshotId) -> None:
         """Register a snapshot frozen by a writer."""

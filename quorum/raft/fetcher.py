@@ -34,6 +34,7 @@ class FetchStream:
         self.last_success_ms = -1
         self.unflushed: set = set()       # keys appended to and not yet durable
         self.requests = 0
+        self.named_none = False           # the last request named no partition (all paused)
 
     def add(self, group) -> None:
         self.groups[group.key] = group
@@ -71,6 +72,7 @@ class FetchStream:
         for topic, index in sorted(forgotten):
             forgotten_by_topic.setdefault(topic, []).append(index)
         self.sent = dict(wanted)
+        self.named_none = not wanted
         self.in_flight = True
         self.requests += 1
         return FetchRequest(
@@ -104,7 +106,9 @@ class FetchStream:
             self.session_epoch = 1 if response.session_id else 0
         else:
             self.session_epoch = self.session_epoch + 1 if self.session_epoch < 0x7FFFFFFF else 1
-        backoff = False
+        # Every partition paused for a snapshot download: such fetches only keep us in touch
+        # with the leader, so they go at the retry backoff, not as fast as they are answered.
+        backoff = self.named_none
         for topic in response.responses:
             name = topic_names.get(topic.topic_id)
             for data in topic.partitions:
