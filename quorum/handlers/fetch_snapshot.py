@@ -21,7 +21,7 @@ def handle(ctx, header, request, now_ms, peer):
     for topic in request.topics:
         partitions_out = []
         for p in topic.partitions:
-            out, chunk_source = _lookup(ctx, topic.name, p)
+            out, chunk_source = _lookup(ctx, topic.name, p, request.replica_id, now_ms)
             partitions_out.append(out)
             if chunk_source is not None:
                 wanted.append(chunk_source)
@@ -34,7 +34,7 @@ def handle(ctx, header, request, now_ms, peer):
     return Respond(FetchSnapshotResponse(throttle_time_ms=0, error_code=0, topics=topics_out))
 
 
-def _lookup(ctx, topic: str, p):
+def _lookup(ctx, topic: str, p, replica_id: int, now_ms: int):
     """(the partition's answer without bytes, (store, id, position, size) to read or None)."""
     sid = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
     out = PartitionOut(index=p.partition, error_code=0, snapshot_id=FetchSnapshotResponse.SnapshotId(
@@ -54,6 +54,8 @@ def _lookup(ctx, topic: str, p):
         out.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
                                                                    leader_epoch=partition.leader_epoch)
         return out, None
+    if ctx.replication is not None and replica_id >= 0:
+        partition.raft.note_contact(replica_id, now_ms)  # check-quorum: a download is contact too
     snapshots = partition.snapshots
     if snapshots is None or sid not in snapshots.store:
         out.error_code = ErrorCode.SNAPSHOT_NOT_FOUND

@@ -35,13 +35,18 @@ class FetchStream:
         self.unflushed: set = set()       # keys appended to and not yet durable
         self.requests = 0
         self.named_none = False           # the last request named no partition (all paused)
+        # Keys whose position may differ from what the leader's session holds: an incremental
+        # request looks only at these, so building it costs O(changes), not O(partitions).
+        self.changed: set = set()
 
     def add(self, group) -> None:
         self.groups[group.key] = group
+        self.changed.add(group.key)
 
     def remove(self, group) -> None:
         self.groups.pop(group.key, None)
         self.unflushed.discard(group.key)
+        self.changed.add(group.key)
 
     def reset_session(self) -> None:
         self.session_id = 0
@@ -56,13 +61,23 @@ class FetchStream:
     def build_request(self, node_id: int, config, topic_ids: dict) -> FetchRequest:
         """The next Fetch: full (every partition) or incremental (only what changed)."""
         full = self.session_epoch == 0
-        wanted = {}
-        for key, group in self.groups.items():
-            if group.downloading is not None:
-                continue  # paused while its snapshot is fetched
-            wanted[key] = _position(group)
-        changed = wanted if full else {k: p for k, p in wanted.items() if self.sent.get(k) != p}
-        forgotten = [] if full else [k for k in self.sent if k not in wanted]
+        candidates, self.changed = self.changed, set()
+        forgotten: list = []
+        if full:
+            # Paused partitions (fetching a snapshot) are left out.
+            changed = {k: _position(g) for k, g in self.groups.items() if g.downloading is None}
+            self.sent = dict(changed)
+        else:
+            changed = {}
+            for key in candidates:
+                group = self.groups.get(key)
+                if group is None or group.downloading is not None:
+                    if self.sent.pop(key, None) is not None:
+                        forgotten.append(key)
+                    continue
+                position = _position(group)
+                if self.sent.get(key) != position:
+                    changed[key] = self.sent[key] = position
         by_topic: dict = {}
         for (topic, index), (offset, last_epoch, epoch, log_start) in sorted(changed.items()):
             by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
@@ -71,8 +86,7 @@ class FetchStream:
         forgotten_by_topic: dict = {}
         for topic, index in sorted(forgotten):
             forgotten_by_topic.setdefault(topic, []).append(index)
-        self.sent = dict(wanted)
-        self.named_none = not wanted
+        self.named_none = all(g.downloading is not None for g in self.groups.values())
         self.in_flight = True
         self.requests += 1
         return FetchRequest(
@@ -115,6 +129,7 @@ class FetchStream:
                 group = self.groups.get((name, data.partition_index))
                 if group is None:
                     continue
+                self.changed.add(group.key)  # appended, truncated, paused, or its log start moved
                 if not apply_partition(group, data, self, now_ms, env):
                     backoff = True
         if backoff:

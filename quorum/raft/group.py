@@ -104,8 +104,8 @@ class RaftGroup:
             self.env.persist(self)
         if old_leader is not None and not (isinstance(role, Follower) and role.leader_id == old_leader):
             self.env.unfollow(self, old_leader)
-        if isinstance(role, Follower) and old_leader != role.leader_id:
-            self.env.follow(self, role.leader_id)
+        if isinstance(role, Follower):
+            self.env.follow(self, role.leader_id)  # (again when only the epoch changed: it is in the fetch)
         if was_leader or isinstance(old, Resigned):
             self.env.leadership_lost(self)
         self._arm(now_ms)
@@ -391,6 +391,14 @@ class RaftGroup:
             self.role.unacknowledged.discard(voter)
 
     # -- the leader's high watermark --------------------------------------------------------
+    def note_contact(self, replica_id: int, now_ms: int) -> None:
+        """A follower fetched a snapshot chunk from us: it is alive (check-quorum)."""
+        if isinstance(self.role, Leader):
+            progress = self.role.progress
+            p = progress.by_voter.get(replica_id) or progress.observers.get(replica_id)
+            if p is not None:
+                p.last_fetch_ms = max(p.last_fetch_ms, now_ms)
+
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         r = self.role
         if not isinstance(r, Leader):

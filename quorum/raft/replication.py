@@ -150,9 +150,22 @@ class Replication:
     def leadership_lost(self, group) -> None:
         self.hooks.partition_changed(group.partition, hw=False)
 
+    def position_changed(self, group) -> None:
+        """The group's fetch position changed outside a Fetch answer (a snapshot installed)."""
+        stream = self.streams.get(group.leader_id)
+        if stream is not None:
+            stream.changed.add(group.key)
+
+    def heard_from_leader(self, leader_id: int, now_ms: int) -> None:
+        """A FetchSnapshot answer counts as hearing from the leader, as a Fetch does."""
+        stream = self.streams.get(leader_id)
+        if stream is not None:
+            stream.last_success_ms = max(stream.last_success_ms, now_ms)
+
     def start_snapshot_download(self, group, snapshot_id) -> None:
         if self.downloads.start(group, snapshot_id, self.hooks.begin_snapshot_download(group.partition, snapshot_id)):
             log.info("%s-%d: fetching snapshot %s from %d", *group.key, snapshot_id, group.leader_id)
+            self.position_changed(group)  # paused: it leaves the fetch session
 
     # -- driving --------------------------------------------------------------------------------
     def poll(self, now_ms: int) -> None:

@@ -66,12 +66,14 @@ class SnapshotDownloads:
         if response.error_code != 0:
             self.failed(leader, now_ms + env.config.retry_backoff_ms)
             return
+        env.heard_from_leader(leader, now_ms)
         for topic in response.topics:
             for p in topic.partitions:
                 d = self.by_key.get((topic.name, p.index))
                 if d is None or d.leader_id != leader:
                     continue
                 self._apply(d, p, now_ms, env)
+                env.position_changed(d.group)  # resumed, or paused again: the fetch must know
 
     def _apply(self, d: SnapshotDownload, p, now_ms: int, env) -> None:
         group = d.group
