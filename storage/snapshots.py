@@ -116,12 +116,17 @@ class SnapshotWriter:
         return self.path
 
     def abort(self) -> None:
-        if not self._file.closed:
-            self._file.close()
-        try:
-            os.unlink(self.part_path)
-        except FileNotFoundError:
-            pass
+        _discard_part(self._file, self.part_path)
+
+
+def _discard_part(file, part_path: str) -> None:
+    """Close and delete an unfinished `.part` file (a failed write or download)."""
+    if not file.closed:
+        file.close()
+    try:
+        os.unlink(part_path)
+    except FileNotFoundError:
+        pass
 
 
 class PartialSnapshot:
@@ -163,12 +168,7 @@ class PartialSnapshot:
         return self.path
 
     def abort(self) -> None:
-        if not self._file.closed:
-            self._file.close()
-        try:
-            os.unlink(self.part_path)
-        except FileNotFoundError:
-            pass
+        _discard_part(self._file, self.part_path)
 
 
 @dataclass(frozen=True)

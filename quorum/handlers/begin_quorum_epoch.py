@@ -4,15 +4,11 @@ from __future__ import annotations
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import BeginQuorumEpochResponse as Response
 
-from .quorum_common import answer, cluster_id_error, groups_of
+from .quorum_common import answer_partitions
 
 
 def handle(ctx, header, request, now_ms, peer):
-    error = cluster_id_error(ctx, request.cluster_id)
-    if error:
-        return answer(ctx, Response(error_code=error, topics=[]))
-    topics: dict = {}
-    for name, p, group in groups_of(ctx, request.topics):
+    def decide(p, group):
         out = Response.PartitionData(partition_index=p.partition_index, error_code=0, leader_id=-1, leader_epoch=-1)
         if group is None:
             out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -21,6 +17,5 @@ def handle(ctx, header, request, now_ms, peer):
         else:
             out.error_code = group.on_begin_epoch(p.leader_id, p.leader_epoch, now_ms)
             out.leader_id, out.leader_epoch = group.leader_id, group.epoch
-        topics.setdefault(name, []).append(out)
-    return answer(ctx, Response(error_code=0, topics=[
-        Response.TopicData(topic_name=n, partitions=ps) for n, ps in topics.items()]))
+        return out
+    return answer_partitions(ctx, request, Response, decide)

@@ -25,6 +25,19 @@ def answer(ctx, response):
     return Park(token)
 
 
+def answer_partitions(ctx, request, response_cls, decide):
+    """The shape Vote, BeginQuorumEpoch and EndQuorumEpoch share: the cluster-id check, then
+    `decide(partition request, group or None)` -> one answer per partition, grouped by topic."""
+    error = cluster_id_error(ctx, request.cluster_id)
+    if error:
+        return answer(ctx, response_cls(error_code=error, topics=[]))
+    topics: dict = {}
+    for name, p, group in groups_of(ctx, request.topics):
+        topics.setdefault(name, []).append(decide(p, group))
+    return answer(ctx, response_cls(error_code=0, topics=[
+        response_cls.TopicData(topic_name=n, partitions=ps) for n, ps in topics.items()]))
+
+
 def groups_of(ctx, topics, topic_name_of=lambda t: t.topic_name):
     """(topic, partition request, group or None) for every partition named."""
     for topic in topics:
