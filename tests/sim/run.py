@@ -42,11 +42,16 @@ def _bug_items(bugs):
 
 
 def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAFETY_MS,
-             liveness_ms: int = LIVENESS_MS) -> RunResult:
+             liveness_ms: int = LIVENESS_MS, crash_after_vote: float | None = None) -> RunResult:
+    """`crash_after_vote` overrides the seed's rate of crashing a node right after it granted a
+    vote (a hunting profile for persist-before-answer bugs)."""
     shape_rng = random.Random(seed * 7919 + 1)
     nodes = shape_rng.choice([3, 3, 5])
     groups = shape_rng.randint(1, 4)
     rates = FaultRates.draw(shape_rng)
+    if crash_after_vote is not None:
+        import dataclasses
+        rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
     sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
     invariants = Invariants()
     sim.observers.append(invariants)
@@ -160,25 +165,26 @@ def _status(sim) -> str:
     return "; ".join(parts)
 
 
-def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, stop_at_first: bool = False):
+def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, stop_at_first: bool = False,
+             crash_after_vote: float | None = None):
     """Results for every seed (in a pool of `jobs` processes when > 1)."""
     seeds = list(seeds)
     if jobs <= 1:
         out = []
         for seed in seeds:
-            result = run_seed(seed, bugs=bugs)
+            result = run_seed(seed, bugs=bugs, crash_after_vote=crash_after_vote)
             out.append(result)
             if stop_at_first and not result.ok:
                 break
         return out
     import multiprocessing
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        return pool.map(_run_one, [(seed, bugs) for seed in seeds], chunksize=4)
+        return pool.map(_run_one, [(seed, bugs, crash_after_vote) for seed in seeds], chunksize=4)
 
 
 def _run_one(args):
-    seed, bugs = args
-    return run_seed(seed, bugs=bugs)
+    seed, bugs, crash_after_vote = args
+    return run_seed(seed, bugs=bugs, crash_after_vote=crash_after_vote)
 
 
 def main(argv=None) -> int:

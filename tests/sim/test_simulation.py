@@ -25,6 +25,9 @@ BUG_BUDGET = {
     "vote_not_persisted": 300,       # a vote is answered without being made durable
     "skip_log_check_in_vote": 150,   # votes granted whatever the candidate's log
 }
+# A lost vote shows only if the voter crashes between answering and the write: that bug is hunted
+# with the profile that crashes a node right after it grants a vote (9 times in 10).
+HUNTING = {"vote_not_persisted": 0.9}
 
 
 def test_seeds_hold_every_invariant():
@@ -44,12 +47,18 @@ def test_seeds_hold_every_invariant():
 def test_planted_bug_is_found(bug):
     bugs = BugSwitches(**{bug: True})
     for seed in range(BUG_BUDGET[bug]):
-        result = run_seed(seed, bugs=bugs)
+        result = run_seed(seed, bugs=bugs, crash_after_vote=HUNTING.get(bug))
         if not result.ok:
             print(f"\n{bug}: found by seed {seed}: {result.error[:200]}")
             assert result.error.startswith(("Violation", "SafetyViolation")), result.error
             return
     pytest.fail(f"{bug} was not found within {BUG_BUDGET[bug]} seeds")
+
+
+def test_the_hunting_profile_finds_nothing_in_correct_code():
+    """Crashing right after every granted vote is harmless when votes are persisted first."""
+    failed = [r for r in run_many(range(60), jobs=JOBS, crash_after_vote=0.9) if not r.ok]
+    assert not failed, "\n".join(f"seed {r.seed}: {r.error}" for r in failed[:5])
 
 
 def test_a_seed_replays_identically():
