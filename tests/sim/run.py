@@ -178,7 +178,9 @@ def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, stop_at_f
                 break
         return out
     import multiprocessing
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    # Fresh workers every 200 seeds: a run leaves about 1 MB behind that no Python object owns
+    # (not found yet; see the closing notes), and 10,000 seeds should not need 10 GB.
+    with multiprocessing.get_context("fork").Pool(jobs, maxtasksperchild=50) as pool:
         return pool.map(_run_one, [(seed, bugs, crash_after_vote) for seed in seeds], chunksize=4)
 
 
