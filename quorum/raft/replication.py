@@ -18,7 +18,7 @@ from kraftd.protocol.errors import ErrorCode
 from . import rpc
 from .config import BugSwitches, RaftConfig
 from .election_state import ElectionState
-from .fetcher import FetchStream
+from .fetcher import FETCH_VERSION, FetchStream
 from .group import RaftGroup
 from .rpc import Send, VoteAsk
 from .snapshot_download import SnapshotDownload, SnapshotDownloads
@@ -82,13 +82,6 @@ class Replication:
         if persist_now:
             self.persist(group)
         return group
-
-    def remove_group(self, key, now_ms: int) -> None:
-        group = self.groups.pop(key, None)
-        if group is not None:
-            for stream in self.streams.values():
-                stream.remove(group)
-            self.downloads.cancel(key)
 
     # -- what groups call (env) --------------------------------------------------------------------
     def schedule(self, group, deadline_ms: int) -> None:
@@ -179,7 +172,7 @@ class Replication:
         for stream in self.streams.values():
             if stream.ready(now_ms):
                 request = stream.build_request(self.node_id, self.config, self._topic_ids)
-                self._send(stream.leader_id, api.FETCH, rpc_fetch_version(), request, now_ms, stream)
+                self._send(stream.leader_id, api.FETCH, FETCH_VERSION, request, now_ms, stream)
         for leader, downloads in self.downloads.ready_by_leader(now_ms).items():
             request = rpc.fetch_snapshot_request(self.cluster_id, self.node_id, self.config.snapshot_chunk_bytes,
                                                  downloads)
@@ -356,7 +349,3 @@ class Replication:
 def _answers(api_key: int, response) -> bool:
     return getattr(type(response), "API_KEY", api_key) == api_key
 
-
-def rpc_fetch_version() -> int:
-    from .fetcher import FETCH_VERSION
-    return FETCH_VERSION

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kraftd.protocol import api
 from kraftd.protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchSnapshotRequest,
                                       VoteRequest)
 
@@ -89,8 +88,3 @@ def fetch_snapshot_request(cluster_id: str, replica_id: int, max_bytes: int, dow
             for index, d in entries])
         for topic, entries in topics.items()])
 
-
-API_VERSIONS_SENT = {
-    api.VOTE: VOTE_VERSION, api.BEGIN_QUORUM_EPOCH: BEGIN_QUORUM_EPOCH_VERSION,
-    api.END_QUORUM_EPOCH: END_QUORUM_EPOCH_VERSION, api.FETCH_SNAPSHOT: FETCH_SNAPSHOT_VERSION,
-}

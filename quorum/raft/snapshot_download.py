@@ -105,5 +105,5 @@ class SnapshotDownloads:
             d.part.abort()
             return
         self.completed += 1
-        group.check_truncation(d.snapshot_id.end_offset) if d.snapshot_id.end_offset < group.partition.high_watermark else None
+        group.check_truncation(d.snapshot_id.end_offset)  # installing restarts the log at the snapshot's end
         env.hooks.install_snapshot(group.partition, d.snapshot_id, now_ms)

@@ -165,8 +165,7 @@ def _status(sim) -> str:
     return "; ".join(parts)
 
 
-def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, stop_at_first: bool = False,
-             crash_after_vote: float | None = None):
+def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, crash_after_vote: float | None = None):
     """Results for every seed (in a pool of `jobs` processes when > 1)."""
     seeds = list(seeds)
     if jobs <= 1:
@@ -174,8 +173,6 @@ def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, stop_at_f
         for seed in seeds:
             result = run_seed(seed, bugs=bugs, crash_after_vote=crash_after_vote)
             out.append(result)
-            if stop_at_first and not result.ok:
-                break
         return out
     import multiprocessing
     # Fresh workers every 200 seeds: a run leaves about 1 MB behind that no Python object owns
