@@ -4,7 +4,9 @@ Other modules add metrics in one of two ways:
   * server code: register on `ServerMetrics.registry` (passed around, never the global default);
   * the core (no prometheus import in quorum/): implement `node.metrics_values() -> dict[str,
     int | float]`; each key is exposed at scrape time as `kraftd_<key>` (a counter when the key
-    ends in `_total`, else a gauge). Per-partition offsets come from `node.metrics_snapshot()`.
+    ends in `_total`, else a gauge). Per-partition offsets come from `node.metrics_snapshot()`;
+    cluster state from `node.cluster_stats()` and Raft latencies from
+    `node.drain_raft_latencies()` (both optional: a node without cluster_stats exports none).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any, Callable, Iterable
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from .loop_metrics import (LabelledCounter, LabelledHistogram, LoopCounter, LoopHistogram,
@@ -31,6 +33,17 @@ PARTITION_GAUGES = ("log_start_offset", "log_end_offset", "high_watermark")
 
 
 SNAPSHOT_MS_BUCKETS = (10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 300_000)
+# Raft election and commit latencies: 1 ms (a commit on a quiet LAN) to 10 s (an election
+# that needed several timeouts).
+RAFT_MS_BUCKETS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000)
+# cluster_stats() key -> help; each is exposed as the gauge kraftd_<key>.
+CLUSTER_GAUGES = {
+    "metadata_leader_id": "Node id of the metadata quorum's leader (-1: none)",
+    "metadata_epoch": "Epoch of the metadata quorum",
+    "leader_partitions": "Data partitions this node leads",
+    "under_replicated_partitions": "Partitions this node leads whose ISR is smaller than their replica set",
+    "offline_partitions": "Partitions without a live leader (counted by the metadata leader, 0 elsewhere)",
+}
 
 
 class ServerMetrics:
@@ -101,6 +114,10 @@ class ServerMetrics:
 class NodeCollector(Collector):
     def __init__(self, get_node: Callable[[], Any]) -> None:
         self._get_node = get_node
+        # The node hands over latency samples once (drain); the histograms keep the running
+        # counts. Scrapes run on the loop thread, so the lock-free LoopHistogram is exact.
+        self.raft_election_ms = LoopHistogram(RAFT_MS_BUCKETS)
+        self.raft_commit_ms = LoopHistogram(RAFT_MS_BUCKETS)
 
     def describe(self) -> Iterable:
         return []  # dynamic: don't call collect() at registration (the node may not exist yet)
@@ -120,6 +137,7 @@ class NodeCollector(Collector):
         yield from families.values()
         yield from _snapshot_families(node)
         yield from _fetch_session_families(node)
+        yield from self._cluster_families(node)
         values = getattr(node, "metrics_values", None)
         if values is not None:
             for key, value in values().items():
@@ -127,6 +145,36 @@ class NodeCollector(Collector):
                     yield CounterMetricFamily(f"kraftd_{key[:-6]}", key, value=value)
                 else:
                     yield GaugeMetricFamily(f"kraftd_{key}", key, value=value)
+
+    def _cluster_families(self, node) -> Iterable:
+        stats = getattr(node, "cluster_stats", None)
+        if stats is None:
+            return
+        s = stats()
+        for key, doc in CLUSTER_GAUGES.items():
+            yield GaugeMetricFamily(f"kraftd_{key}", doc, value=s[key])
+        epoch = GaugeMetricFamily("kraftd_leader_epoch", "Leader epoch of the partition as this node knows it",
+                                  labels=["topic", "partition"])
+        for p in s["partitions"]:
+            epoch.add_metric([str(p["topic"]), str(p["partition"])], p["leader_epoch"])
+        yield epoch
+        drain = getattr(node, "drain_raft_latencies", None)
+        if drain is None:
+            return
+        elections, commits = drain()
+        for value in elections:
+            self.raft_election_ms.observe(value)
+        for value in commits:
+            self.raft_commit_ms.observe(value)
+        # Exported even before the first sample, so dashboards find the series on every node.
+        for name, doc, hist in (
+                ("kraftd_raft_election_latency_ms", "Raft election latency: an election starting "
+                 "to a leader being known (ms)", self.raft_election_ms),
+                ("kraftd_raft_commit_latency_ms", "Raft commit latency: a leader's append to the "
+                 "high watermark passing it (ms)", self.raft_commit_ms)):
+            fam = HistogramMetricFamily(name, doc)
+            fam.add_metric([], hist.cumulative(), hist.sum)
+            yield fam
 
 
 def _snapshot_families(node) -> Iterable:
