@@ -53,6 +53,22 @@ def parse_host_port(value: str, *, allow_port_zero: bool = True) -> tuple[str, i
     return host, port
 
 
+def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
+    """'1@host:9092,2@[::1]:9093' -> {1: ('host', 9092), 2: ('::1', 9093)} (controller.quorum.voters)."""
+    voters: dict[int, tuple[str, int]] = {}
+    for entry in (e.strip() for e in spec.split(",")):
+        node, sep, address = entry.partition("@")
+        if not sep or not node.strip().isdigit():
+            raise ValueError(f"expected ID@HOST:PORT, got {entry!r}")
+        node_id = int(node)
+        if node_id in voters:
+            raise ValueError(f"voter {node_id} is listed twice")
+        voters[node_id] = parse_host_port(address.strip(), allow_port_zero=False)
+    if not voters:
+        raise ValueError("no voters given")
+    return voters
+
+
 def format_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -94,10 +110,25 @@ class Settings(BaseSettings):
     snapshot_max_bytes_between: int = Field(20 * MIB, gt=0)
     snapshot_start_offset_lag_time_max_ms: int = Field(7 * DAY_MS, gt=0)
 
+    # Cluster membership: "1@host:port,2@host:port,..." (Kafka's controller.quorum.voters).
+    # Unset: a one-node cluster. The addresses are where *this* node reaches each voter.
+    voters: str | None = None
+    replica_lag_time_max_ms: int = Field(30_000, gt=0)
+    default_replication_factor: int | None = Field(None, gt=0)  # None: min(3, live brokers)
+    # The metadata leader fences a broker it has not heard from for this long.
+    broker_session_timeout_ms: int = Field(9_000, gt=0)
+
     @field_validator("listen", "metrics_listen")
     @classmethod
     def _bindable(cls, v: str) -> str:
         parse_host_port(v, allow_port_zero=True)  # port 0 = ephemeral (tests)
+        return v
+
+    @field_validator("voters")
+    @classmethod
+    def _voters(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_voters(v)
         return v
 
     @field_validator("advertised_listener")

@@ -7,8 +7,10 @@ under the asyncio server and on memory logs under the deterministic simulation (
 """
 from __future__ import annotations
 
+import base64
 import logging
 import random
+import uuid
 import secrets
 from pathlib import Path
 
@@ -27,9 +29,20 @@ from .raft.leader_change import leader_change_batch
 from .raft.replication import Outbox, Replication
 from .snapshots.partition_snapshots import PartitionSnapshots, SnapshotJob
 from .topic_config import TopicConfig
-from .topics import Topic, TopicRegistry
+from .metadata.plane import METADATA_TOPIC, METADATA_TOPIC_ID, MetadataPlane
+from .metadata.state_machine import MetadataStateMachine
+from .topics import Topic, TopicError, TopicRegistry
 
 log = logging.getLogger(__name__)
+BALANCE_INTERVAL_MS = 1000
+HANDOVER_BACKOFF_MS = 10_000
+
+
+def cluster_id_for(voters: dict) -> str:
+    """Every node of a cluster derives the same id from its voter ids (KRAFTD_CLUSTER_ID
+    is not needed to form a cluster; nodes of different clusters should not share voter ids)."""
+    digest = uuid.uuid5(uuid.NAMESPACE_URL, "kraftd:" + ",".join(str(v) for v in sorted(voters)))
+    return base64.urlsafe_b64encode(digest.bytes).decode().rstrip("=")
 
 
 class Node:
@@ -59,16 +72,27 @@ class Node:
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
             new_session_id or _random_session_id)
-        cluster_id = cluster_id or catalog.cluster_id()
+        cluster_id = cluster_id or (cluster_id_for(config.voters) if config.clustered else catalog.cluster_id())
         self.replication = Replication(
             config.node_id, config=raft_config or RaftConfig(), rng=rng or random.Random(secrets.randbits(64)),
             hooks=self, cluster_id=cluster_id, fsync_never=config.fsync_policy == "never", bugs=bugs)
         self._stored_states = election_store.load()
+        self.plane: MetadataPlane | None = None
+        if config.clustered:
+            self.plane = MetadataPlane(config, replication=self.replication, purgatory=self._purgatory,
+                                       notify=self._notify, on_append=self._controller_appended, now_ms=0)
         self._ctx = HandlerContext(
             config=config, cluster_id=cluster_id, topics=self.topics, purgatory=self._purgatory,
             allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
-            fetch_sessions=self.fetch_sessions, replication=self.replication,
+            fetch_sessions=self.fetch_sessions, replication=self.replication, plane=self.plane,
+            delete_topic=self.delete_topic,
         )
+        if self.plane is not None:
+            self.plane.ctx = self._ctx
+        self._next_balance_ms = 0
+        self._handover_after: dict = {}
+        self.election_latencies: list[float] = []
+        self.commit_latencies: list[float] = []
 
     @classmethod
     def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
@@ -110,9 +134,25 @@ class Node:
         """Recover topics and start their groups. A group of one voter elects itself at once."""
         self._now_ms = now_ms
         self.topics.load()
+        if self.plane is not None:
+            self._open_metadata_partition()
         self._started = True
         self.replication.poll(now_ms)
         log.info("started with %d topics, %d groups", len(self.topics), len(self.replication.groups))
+
+    def _open_metadata_partition(self) -> None:
+        """`__cluster_metadata-0`: a snapshot-policy group over the voters, on every voter."""
+        voters = sorted(self.config.voters)
+        topic = self.topics.get(METADATA_TOPIC)
+        if topic is None:
+            topic = self.topics.create(METADATA_TOPIC, 1, {"cleanup.policy": "snapshot"}, topic_id=METADATA_TOPIC_ID,
+                                       assignments=[voters])
+        partition = topic.partitions[0]
+        if partition is None or tuple(partition.raft.voters) != tuple(voters):
+            raise RuntimeError(f"{METADATA_TOPIC} here has voters {partition and partition.raft.voters}, "
+                               f"--voters says {voters}; changing the voter set is not supported")
+        self.plane.partition = partition
+        self._reconcile(self._now_ms)
 
     def settle_startup(self, now_ms: int) -> None:
         """Before serving (single node, blocking): persist the elections, make the epochs'
@@ -131,6 +171,7 @@ class Node:
         if config.is_snapshot_policy:
             self._attach_snapshots(partition)
         voters = tuple(voters) if voters else (self.config.node_id,)
+        partition.replicas = voters
         stored = self._stored_states.get(partition.key)
         fresh = stored is None
         if fresh:
@@ -143,6 +184,8 @@ class Node:
             stored = ElectionState(epoch, may_vote=not self._rejoining)
         self.replication.add_group(partition, voters, stored, self._now_ms, persist_now=fresh)
         partition.raft = self.replication.groups[partition.key]
+        if fresh and self.plane is not None and voters[0] == self.config.node_id and topic != METADATA_TOPIC:
+            partition.raft.stand_now(self._now_ms)  # the preferred leader of a new partition
         return partition
 
     def leader_epoch_floor(self) -> int:
@@ -152,7 +195,9 @@ class Node:
     def _attach_snapshots(self, partition: Partition) -> None:
         """Startup invariants and the state from the latest snapshot; the log tail is applied as
         the HW covers it (only committed records reach the state)."""
-        snapshots = PartitionSnapshots(partition, self._open_snapshot_store(partition.topic, partition.index))
+        machine = MetadataStateMachine() if partition.topic == METADATA_TOPIC and self.plane is not None else None
+        snapshots = PartitionSnapshots(partition, self._open_snapshot_store(partition.topic, partition.index),
+                                       machine)
         started = self._clock() if self._clock else None
         for name in snapshots.recover():
             log.info("removed leftover snapshot file %s", name)
@@ -163,6 +208,12 @@ class Node:
         self.snapshots[partition.key] = snapshots
 
     def _create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
+        if self.plane is not None:
+            # Auto-creation in a cluster goes through the controller; the client retries.
+            if self.plane.image.topic(name) is not None:
+                raise TopicError("NOT_LEADER_OR_FOLLOWER", f"No replica of '{name}' here.")
+            self.plane.auto_create(name, partitions, self._now_ms)
+            raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
         topic = self.topics.create(name, partitions, configs)
         self.replication.poll(self._now_ms)  # a group of one voter leads at once
         return topic
@@ -174,6 +225,58 @@ class Node:
         topic = self.topics.create(name, len(assignments), configs, topic_id=topic_id, assignments=assignments)
         self.replication.poll(now_ms)
         return topic
+
+    def delete_topic(self, name: str) -> None:
+        """Drop a topic here: its groups, parked requests see it gone, its files are removed."""
+        topic = self.topics.delete(name)
+        if topic is None:
+            return
+        for partition in topic.partitions:
+            if partition is None:
+                continue
+            self.replication.remove_group(partition.key)
+            self._dirty.pop(partition.key, None)
+            self.snapshots.pop(partition.key, None)
+            self._snapshot_jobs_due.discard(partition.key)
+            partition.log.close()
+            remove = getattr(partition.log, "remove_files", None)
+            if remove is not None:
+                remove()
+        log.info("deleted topic %s (%s)", name, topic.topic_id)
+
+    # -- the metadata image decides what this node hosts ---------------------------------------
+    def _reconcile(self, now_ms: int) -> None:
+        """After the image changed: host the new partitions that list us, drop deleted topics."""
+        machine = self.plane.machine
+        image = machine.image
+        if machine.reloaded:
+            topic_ids = set(image.topics) | image.removed
+        else:
+            topic_ids = {uuid.UUID(hex=key.split(b"/")[1].decode()) for key in machine.touched
+                         if key[:2] in (b"t/", b"p/")}
+        machine.touched, machine.reloaded = set(), False
+        me = self.config.node_id
+        for topic_id in sorted(topic_ids):
+            info = image.topics.get(topic_id)
+            local = self.topics.get_by_id(topic_id)
+            if info is None:
+                if local is not None and topic_id in image.removed:
+                    self.delete_topic(local.name)
+                continue
+            if local is not None or not any(me in p.replicas for p in info.partitions.values()):
+                continue
+            stale = self.topics.get(info.name)
+            if stale is not None and stale.name != METADATA_TOPIC:
+                self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
+            assignments = [info.partitions[i].replicas for i in range(len(info.partitions))]
+            self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms)
+
+    def _controller_appended(self, partition) -> None:
+        self._ctx.appended[partition.key] = partition
+        self._after_handling(self._now_ms)
+
+    def _notify(self, keys) -> None:
+        self._completions += self._purgatory.notify(keys, self._now_ms)
 
     # -- hooks the Raft groups call ------------------------------------------------------------
     def append_leader_change(self, group, now_ms: int, granting=()) -> None:
@@ -232,6 +335,8 @@ class Node:
         partition.after_log_start_moved()
         snapshots.store.delete_older_than(snapshot_id)
         self._dirty[partition.key] = partition
+        if self.plane is not None and partition is self.plane.partition:
+            self._reconcile(now_ms)
 
     # -- driving the core ------------------------------------------------------------------
 
@@ -287,6 +392,8 @@ class Node:
             snapshots = self.snapshots.get(key)
             if snapshots is not None:
                 snapshots.catch_up()
+                if self.plane is not None and snapshots.partition is self.plane.partition:
+                    self._reconcile(now_ms)
                 if snapshots.due():
                     self._snapshot_jobs_due.add(key)
 
@@ -353,13 +460,70 @@ class Node:
     def poll(self, now_ms: int) -> list[Completion]:
         self._now_ms = now_ms
         self.replication.poll(now_ms)
+        if self.plane is not None:
+            self.plane.poll(now_ms, [g for g in self.replication.groups.values()
+                                     if g.is_leader and g.partition is not self.plane.partition])
+            self.plane.retry_forwards(now_ms)
+            if now_ms >= self._next_balance_ms:
+                self._next_balance_ms = now_ms + BALANCE_INTERVAL_MS
+                self._balance_leaders(now_ms)
         if now_ms >= self._next_retention_ms:
             self._apply_retention(now_ms)
             self._gate_log_starts(now_ms)
             self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
         done = self._completions + self._purgatory.expire(now_ms)
         self._completions = []
+        if self.plane is not None:
+            done = [c for c in done if not self.plane.on_local_completion(c.token, c.response, now_ms)]
         return done
+
+    def _balance_leaders(self, now_ms: int) -> None:
+        """Preferred leaders (as Kafka's automatic preferred-leader election): a leader that is not
+        its partition's first replica hands over once that replica is live and caught up."""
+        image = self.plane.image
+        me = self.config.node_id
+        for group in list(self.replication.groups.values()):
+            partition = group.partition
+            if not group.is_leader or not partition.replicas or partition is self.plane.partition:
+                continue
+            preferred = partition.replicas[0]
+            if preferred == me or not image.is_live(preferred) or now_ms < self._handover_after.get(group.key, 0):
+                continue
+            progress = group.role.progress.by_voter.get(preferred)
+            if (progress is None or progress.end_offset < partition.log.log_end_offset
+                    or now_ms - progress.last_fetch_ms > BALANCE_INTERVAL_MS
+                    or partition.high_watermark <= group.role.epoch_start_offset):
+                continue
+            self._handover_after[group.key] = now_ms + HANDOVER_BACKOFF_MS
+            log.info("%s-%d: handing leadership to preferred replica %d", *group.key, preferred)
+            group.resign(now_ms, [preferred] + [v for v in group.role.progress.successors() if v != preferred])
+
+    def cluster_stats(self) -> dict:
+        """Gauges for /metrics: the metadata quorum and this node's leaderships."""
+        plane = self.plane
+        stats = {"metadata_leader_id": plane.leader_id if plane else -1,
+                 "metadata_epoch": plane.epoch if plane else -1,
+                 "leader_partitions": 0, "under_replicated_partitions": 0, "offline_partitions": 0,
+                 "partitions": []}
+        now = self._now_ms
+        for group in self.replication.groups.values():
+            partition = group.partition
+            stats["partitions"].append({"topic": partition.topic, "partition": partition.index,
+                                        "leader_epoch": group.epoch, "is_leader": group.is_leader})
+            if not group.is_leader or (plane is not None and partition is plane.partition):
+                continue
+            stats["leader_partitions"] += 1
+            if plane is not None and len(plane.isr_of(group, now)) < len(group.voters):
+                stats["under_replicated_partitions"] += 1
+        controller = plane.active_controller() if plane else None
+        if controller is not None:
+            stats["offline_partitions"] = controller.offline_partitions()
+        return stats
+
+    def drain_raft_latencies(self) -> tuple[list[float], list[float]]:
+        elections, commits = self.election_latencies, self.commit_latencies
+        self.election_latencies, self.commit_latencies = [], []
+        return elections, commits
 
     def _gate_log_starts(self, now_ms: int) -> None:
         for snapshots in self.snapshots.values():
@@ -379,9 +543,17 @@ class Node:
         self._now_ms = now_ms
         return self.replication.resign_all(now_ms)
 
+    def still_leading(self) -> int:
+        """Groups whose latest known leader is this node (a resigned leader until a successor
+        is known)."""
+        me = self.config.node_id
+        return sum(1 for g in self.replication.groups.values() if g.leader_id == me and len(g.voters) > 1)
+
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._purgatory.next_deadline_ms(), self.replication.next_deadline_ms(),
                                  self._next_retention_ms) if d is not None]
+        if self.plane is not None:
+            deadlines.append(self.plane.next_deadline_ms())
         return min(deadlines)
 
     def logs_to_flush(self) -> list:

@@ -34,10 +34,23 @@ class NodeConfig:
     snapshot_min_changed_records_ratio: float = 0.5
     snapshot_max_bytes_between: int = 20 * MIB
     snapshot_start_offset_lag_time_max_ms: int = 7 * DAY_MS
+    # {node id: (host, port)} where this node reaches each voter; None: a one-node cluster.
+    voters: dict | None = None
+    replica_lag_time_max_ms: int = 30_000
+    default_replication_factor: int | None = None
+    broker_session_timeout_ms: int = 9_000
     extra: dict = field(default_factory=dict)
+
+    @property
+    def clustered(self) -> bool:
+        return self.voters is not None
 
     @classmethod
     def from_settings(cls, values: dict) -> "NodeConfig":
         """Build from a Settings dict, ignoring keys the core does not use."""
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in values.items() if k in names})
+        values = {k: v for k, v in values.items() if k in names}
+        if isinstance(values.get("voters"), str):
+            from kraftd.config.settings import parse_voters
+            values["voters"] = parse_voters(values["voters"])
+        return cls(**values)

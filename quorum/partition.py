@@ -27,6 +27,8 @@ class Partition:
     session_key: int = 0
     # The partition's Raft group (quorum.raft.group.RaftGroup): epoch, leader, role.
     raft: object = None
+    # Its replicas as assigned, the preferred leader first (a cluster's placement).
+    replicas: tuple = ()
 
     @property
     def key(self) -> PartitionKey:

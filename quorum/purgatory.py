@@ -37,6 +37,9 @@ class Purgatory:
         self._next_token += 1
         return token
 
+    def watched(self, key: Hashable) -> bool:
+        return key in self._watchers
+
     def park(self, op: DelayedOperation) -> int:
         token = self._next_token
         self._next_token += 1

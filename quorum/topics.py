@@ -28,7 +28,7 @@ class Topic:
     name: str
     topic_id: uuid.UUID
     config: TopicConfig
-    partitions: list[Partition]
+    partitions: list[Partition | None]  # None: a partition this node holds no replica of
     num: int = 0  # a small node-local number (fetch sessions key partitions by it)
 
 
@@ -56,6 +56,7 @@ class TopicRegistry:
         self._make_partition = make_partition  # (topic, index, topic_id, log, config, topic_num)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._num = 0
 
     def load(self) -> None:
         for entry in self._catalog.all():
@@ -82,7 +83,18 @@ class TopicRegistry:
 
     def partitions(self) -> Iterator[Partition]:
         for topic in self._by_name.values():
-            yield from topic.partitions
+            for partition in topic.partitions:
+                if partition is not None:
+                    yield partition
+
+    def delete(self, name: str) -> Topic | None:
+        """Forget a topic and drop it from the catalog; the caller closes and removes its logs."""
+        topic = self._by_name.pop(name, None)
+        if topic is None:
+            return None
+        self._by_id.pop(topic.topic_id, None)
+        self._catalog.delete(name)
+        return topic
 
     def validate(self, name: str, num_partitions: int, configs: dict) -> TopicConfig:
         problem = topic_name_problem(name)
@@ -106,8 +118,11 @@ class TopicRegistry:
         return self._add(name, entry.topic_id, config, num_partitions, entry.assignments)
 
     def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int, assignments=None) -> Topic:
-        num = len(self._by_name) + 1
+        self._num += 1
+        num = self._num
+        node_id = self._config.node_id
         partitions = [
+            None if assignments and self._config.clustered and node_id not in assignments[i] else
             self._make_partition(name, i, topic_id, self._open_log(name, i, config), config, num,
                                  assignments[i] if assignments else None)
             for i in range(count)

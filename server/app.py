@@ -22,6 +22,8 @@ log = structlog.get_logger("kraftd.app")
 
 # How long shutdown waits for in-flight requests (parked fetches, acks=-1 produces).
 SHUTDOWN_GRACE_S = 5.0
+# How long SIGTERM waits for other nodes to take over the leaderships this node gave up.
+HANDOVER_WAIT_S = 3.0
 
 NodeFactory = Callable[[dict, int], Any]  # (to_node_config() dict, now_ms) -> node
 
@@ -71,6 +73,13 @@ class KraftdServer:
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics)
         self.broker.on_fatal = self.request_stop
+        if s.voters:
+            from kraftd.config.settings import parse_voters
+
+            from .peers import PeerLinks
+            broker = self.broker
+            self.broker.peers = PeerLinks(s.node_id, parse_voters(s.voters), on_response=broker.on_peer_response,
+                                          on_unreachable=broker.on_peer_unreachable)
         self._metrics_http = MetricsHttpServer(
             self.metrics.registry, lambda: self._serving,
             post_routes={"/admin/snapshot": self.broker.snapshots.request})
@@ -82,6 +91,21 @@ class KraftdServer:
         # Tests and scripts wait for this exact line; it names the actual (maybe ephemeral) port.
         log.info("kraftd listening on " + format_host_port(*self.kafka_address),
                  node_id=s.node_id, data_dir=s.data_dir, fsync_policy=s.fsync_policy)
+
+    async def _hand_over_leadership(self) -> None:
+        """SIGTERM in a cluster: resign every leadership (EndQuorumEpoch names successors) and
+        keep serving until other nodes lead them, so clients move with at most a short stall."""
+        broker, node = self.broker, self.node
+        if broker is None or broker.peers is None or node is None or broker.fatal is not None:
+            return
+        if not node.resign_all(now_ms()):
+            return
+        broker.kick()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HANDOVER_WAIT_S
+        while node.still_leading() and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        log.info("leadership handed over", still_leading=node.still_leading())
 
     def _new_connection(self) -> KafkaConnection:
         s = self.settings
@@ -103,6 +127,7 @@ class KraftdServer:
     async def shutdown(self) -> None:
         """Stop accepting, answer what is in flight, fsync, close the node."""
         log.info("kraftd shutting down")
+        await self._hand_over_leadership()
         self._serving = False
         if self._listener is not None:
             self._listener.close()
@@ -119,6 +144,8 @@ class KraftdServer:
                    and asyncio.get_running_loop().time() < deadline and broker.fatal is None):
                 await asyncio.sleep(0.01)
             await broker.stop()
+            if broker.peers is not None:
+                broker.peers.close()
             for conn in list(broker.connections):
                 conn.close("shutdown")
         if self._metrics_http is not None:

@@ -55,6 +55,9 @@ class Broker:
         self._batch_parked = False
         self._stopping = False
         self.fatal: BaseException | None = None  # set when the broker cannot go on (fsync failed)
+        self.peers = None                 # server.peers.PeerLinks in a cluster
+        self._persist_task: asyncio.Task | None = None
+        self._kicked = False
         self.on_fatal = lambda: None
         self._api_names: dict[int, str] = {}
 
@@ -132,6 +135,7 @@ class Broker:
         """After a data_received's requests: let the node react (e.g. a produce satisfying a
         parked fetch), and start a group commit if something is now waiting."""
         self._deliver(self._poll_node())
+        self.pump()
         self.snapshots.start_due()
         if self._parked and self._fsync_policy != "never":
             # Parked requests wait on the HW, which moves only with fsync: commit now rather
@@ -218,8 +222,66 @@ class Broker:
     def _on_timer(self) -> None:
         self._timer = None
         self._deliver(self._poll_node())
+        self.pump()
         self.snapshots.start_due()
         self._arm_timer()
+
+    # -- the core's outbox: persist election states, then send -------------------------------
+    def pump(self) -> None:
+        """Take what the core wants done: a persist (off the loop, one at a time; its sends
+        wait for it inside the core), requests to peers, answers to parked quorum requests."""
+        take = getattr(self.node, "take_outbox", None)
+        if take is None:
+            return
+        out = take(now_ms())
+        if out.persist and self._persist_task is None:
+            self._persist_task = self._loop.create_task(self._persist(out.persist))
+        if out.sends:
+            if self.peers is not None:
+                self.peers.send(out.sends)
+            else:
+                log.warning("no peers to send to on a single node", count=len(out.sends))
+        self._deliver(out.completions)
+
+    async def _persist(self, states) -> None:
+        try:
+            await self._loop.run_in_executor(self._fsync_pool, self.node.write_election_states, states)
+        except Exception as e:
+            log.critical("persisting the election state failed; shutting down", error=repr(e))
+            self.fatal = e
+            self.on_fatal()
+            return
+        finally:
+            self._persist_task = None
+        self.node.on_persisted()
+        self.kick()
+
+    def kick(self) -> None:
+        """Something happened outside a client request (a peer's answer, a persist, a flush):
+        let the node react once this loop turn is over."""
+        if not self._kicked:
+            self._kicked = True
+            self._loop.call_soon(self._after_event)
+
+    def _after_event(self) -> None:
+        self._kicked = False
+        self._deliver(self._poll_node())
+        self.pump()
+        self.snapshots.start_due()
+        if self._fsync_policy != "never" and self.node.logs_to_flush():
+            self._flush_wakeup.set()  # a follower's appends count once durable: flush now
+        self._arm_timer()
+
+    def on_peer_response(self, source: int, correlation_id: int, response) -> None:
+        try:
+            self.node.on_response(source, correlation_id, response, now_ms())
+        except Exception:
+            log.exception("handling a peer's answer failed", peer=source)
+        self.kick()
+
+    def on_peer_unreachable(self, node_id: int) -> None:
+        self.node.on_unreachable(node_id, now_ms())
+        self.kick()
 
     # -- group commit ----------------------------------------------------------------------
     async def _flush_loop(self) -> None:
@@ -242,17 +304,14 @@ class Broker:
     async def persist_election_states(self) -> None:
         """Raft transitions are durable before they take effect, and before the data of the
         epochs they start: one write and one fsync per batch, in the fsync pool."""
-        take = getattr(self.node, "take_outbox", None)
-        if take is None:
+        if getattr(self.node, "take_outbox", None) is None:
             return
-        out = take(now_ms())
-        while out.persist:
-            await self._loop.run_in_executor(self._fsync_pool, self.node.write_election_states, out.persist)
-            self.node.on_persisted()
-            out = take(now_ms())
-        if out.sends:
-            log.warning("no peers to send to on a single node", count=len(out.sends))
-        self._deliver(out.completions)
+        while True:
+            if self._persist_task is not None:
+                await asyncio.shield(self._persist_task)
+            self.pump()
+            if self._persist_task is None:
+                return
 
     def drain_parked(self) -> None:
         """Shutdown: parked fetches are answered now instead of at their deadline."""
@@ -279,3 +338,5 @@ class Broker:
             completions.extend(self.node.on_flushed(key, result, now_ms()))
         self._deliver(completions)
         self.snapshots.start_due()  # the HW moved: a snapshot may be due
+        if self.peers is not None:
+            self.kick()  # a follower's next fetch waited for this flush

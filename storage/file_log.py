@@ -338,6 +338,11 @@ class FileLog(PartitionLog):
         return max(h.base_offset, self._log_start), h.max_timestamp, h.partition_leader_epoch
 
     # -- open / close -----------------------------------------------------------------------------
+    def remove_files(self) -> None:
+        """The partition is deleted: remove its directory (after close())."""
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def close(self) -> None:
         """Flush, persist indexes and producer state, mark the shutdown clean."""
         if not self._segments:

@@ -14,6 +14,7 @@ FLAGS = {
     "--log-format": ("log_format", str),
     "--log-level": ("log_level", str),
     "--fsync-policy": ("fsync_policy", str),
+    "--voters": ("voters", str),
 }
 
 

@@ -1,9 +1,9 @@
 """One module per RPC. Each exposes handle(ctx, header, request, now_ms, peer) -> Outcome."""
 from kraftd.protocol import api
 
-from . import (api_versions, begin_quorum_epoch, create_topics, delete_records, describe_quorum, end_quorum_epoch, fetch,
-               fetch_snapshot, find_coordinator, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
-               produce, vote)
+from . import (allocate_producer_ids, alter_partition, api_versions, begin_quorum_epoch, broker_registration,
+               create_topics, delete_records, delete_topics, describe_quorum, end_quorum_epoch, fetch, fetch_snapshot,
+               find_coordinator, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, vote)
 
 HANDLERS = {
     api.API_VERSIONS: api_versions.handle,
@@ -21,4 +21,8 @@ HANDLERS = {
     api.BEGIN_QUORUM_EPOCH: begin_quorum_epoch.handle,
     api.END_QUORUM_EPOCH: end_quorum_epoch.handle,
     api.DESCRIBE_QUORUM: describe_quorum.handle,
+    api.DELETE_TOPICS: delete_topics.handle,
+    api.ALTER_PARTITION: alter_partition.handle,
+    api.BROKER_REGISTRATION: broker_registration.handle,
+    api.ALLOCATE_PRODUCER_IDS: allocate_producer_ids.handle,
 }

@@ -23,6 +23,8 @@ class HandlerContext:
     create_topic: Callable[[str, int, dict], Topic]
     fetch_sessions: FetchSessionCache
     replication: object = None  # quorum.raft.replication.Replication
+    plane: object = None        # quorum.metadata.plane.MetadataPlane in a cluster, else None
+    delete_topic: Callable[[str], None] | None = None
     # Partitions appended to while handling; the node hands them to the flusher.
     appended: dict = field(default_factory=dict)
 

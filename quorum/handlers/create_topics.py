@@ -13,6 +13,9 @@ DEFAULT_CONFIG_SOURCE = 5  # Kafka's DEFAULT_CONFIG; 1 is a dynamic topic config
 
 
 def handle(ctx, header, request, now_ms, peer):
+    if ctx.plane is not None:
+        from .create_topics_cluster import handle_clustered
+        return handle_clustered(ctx, header, request, now_ms)
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     results = [_create_one(ctx, topic, request.validate_only, duplicates) for topic in request.topics]
@@ -21,10 +24,10 @@ def handle(ctx, header, request, now_ms, peer):
 
 def _create_one(ctx, topic, validate_only: bool, duplicates: set) -> object:
     if topic.name in duplicates:
-        return _error(topic.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
+        return error_result(topic.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
     problem = _replication_problem(ctx, topic)
     if problem:
-        return _error(topic.name, *problem)
+        return error_result(topic.name, *problem)
     count = topic.num_partitions if topic.num_partitions != -1 else ctx.config.default_partitions
     if topic.assignments:
         count = len(topic.assignments)
@@ -37,10 +40,13 @@ def _create_one(ctx, topic, validate_only: bool, duplicates: set) -> object:
             created = ctx.create_topic(topic.name, count, configs)
             config, topic_id = created.config, created.topic_id
     except TopicError as exc:
-        return _error(topic.name, ErrorCode[exc.error_name], str(exc))
-    explicit = set(configs)
-    result = Result(name=topic.name, error_code=0, error_message=None, num_partitions=count,
-                    replication_factor=1, configs=[
+        return error_result(topic.name, ErrorCode[exc.error_name], str(exc))
+    return created_result(topic.name, count, 1, config, set(configs), topic_id)
+
+
+def created_result(name: str, count: int, replication_factor: int, config, explicit: set, topic_id):
+    result = Result(name=name, error_code=0, error_message=None, num_partitions=count,
+                    replication_factor=replication_factor, configs=[
                         ConfigEntry(name=k, value=v, read_only=False, is_sensitive=False,
                                     config_source=1 if k in explicit else DEFAULT_CONFIG_SOURCE)
                         for k, v in sorted(config.to_kafka_configs().items())])
@@ -63,6 +69,6 @@ def _replication_problem(ctx, topic):
     return None
 
 
-def _error(name: str, code: ErrorCode, message: str):
+def error_result(name: str, code: ErrorCode, message: str | None):
     return Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1,
                   configs=None)

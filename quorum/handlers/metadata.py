@@ -14,6 +14,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 def handle(ctx, header, request, now_ms, peer):
     version = header.request_api_version
+    if ctx.plane is not None:
+        from .metadata_cluster import handle_clustered
+        return handle_clustered(ctx, request, version, now_ms)
     if request.topics is None or (version == 0 and not request.topics):
         topics = [_describe(ctx, t) for t in ctx.topics]
     else:

@@ -92,6 +92,12 @@ class RaftGroup:
             self.role = Unattached(s.epoch, self._election_deadline(now_ms))
         self._arm(now_ms)
 
+    def stand_now(self, now_ms: int) -> None:
+        """A new partition's preferred leader: stand at once instead of after a timeout."""
+        if isinstance(self.role, Unattached) and self.may_stand and self.role.election_deadline_ms >= 0:
+            self.role.election_deadline_ms = now_ms
+            self._arm(now_ms)
+
     # -- transitions -------------------------------------------------------------------------
     def _become(self, role, state: ElectionState, now_ms: int) -> None:
         old = self.role

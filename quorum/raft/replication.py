@@ -40,6 +40,12 @@ class _InFlight:
     api_key: int
     sent_ms: int
     context: object
+    timeout_ms: int = -1   # -1: the configured request timeout
+
+
+@dataclass(slots=True)
+class Call:
+    on_done: object  # (response | None, now_ms) -> None
 
 
 class Replication:
@@ -82,6 +88,18 @@ class Replication:
         if persist_now:
             self.persist(group)
         return group
+
+    def remove_group(self, key) -> None:
+        """The partition is deleted here: forget its group (its topic's files go next)."""
+        group = self.groups.pop(key, None)
+        if group is None:
+            return
+        self._dirty.pop(key, None)
+        for stream in self.streams.values():
+            stream.remove(group)
+        self.downloads.cancel(key)
+        group.role = None
+        group.timer_ms = -2  # a timer still in the heap finds no group (or not this deadline)
 
     # -- what groups call (env) --------------------------------------------------------------------
     def schedule(self, group, deadline_ms: int) -> None:
@@ -192,12 +210,14 @@ class Replication:
             if not stream.in_flight and not stream.unflushed and (stream.groups or stream.sent):
                 candidates.append(stream.next_send_ms)
         if self._in_flight:
-            candidates.append(min(f.sent_ms for f in self._in_flight.values()) + self.config.request_timeout_ms)
+            candidates.append(min(f.sent_ms + self._timeout(f) for f in self._in_flight.values()))
         return min(candidates) if candidates else None
 
+    def _timeout(self, flight: _InFlight) -> int:
+        return flight.timeout_ms if flight.timeout_ms >= 0 else self.config.request_timeout_ms
+
     def _expire_in_flight(self, now_ms: int) -> None:
-        limit = self.config.request_timeout_ms
-        for correlation in [c for c, f in self._in_flight.items() if now_ms - f.sent_ms >= limit]:
+        for correlation in [c for c, f in self._in_flight.items() if now_ms - f.sent_ms >= self._timeout(f)]:
             self._failed(self._in_flight.pop(correlation), now_ms)
 
     def on_unreachable(self, node_id: int, now_ms: int) -> None:
@@ -205,17 +225,26 @@ class Replication:
             self._failed(self._in_flight.pop(correlation), now_ms)
 
     def _failed(self, flight: _InFlight, now_ms: int) -> None:
-        if flight.api_key == api.FETCH:
+        if isinstance(flight.context, Call):
+            flight.context.on_done(None, now_ms)
+        elif flight.api_key == api.FETCH:
             flight.context.on_failure(now_ms, self.config.retry_backoff_ms)
         elif flight.api_key == api.FETCH_SNAPSHOT:
             self.downloads.failed(flight.context, now_ms + self.config.retry_backoff_ms)
         # Votes, BeginQuorumEpoch and EndQuorumEpoch are resent by their roles' timers.
 
-    def _send(self, destination: int, api_key: int, version: int, request, now_ms: int, context=None) -> None:
+    def _send(self, destination: int, api_key: int, version: int, request, now_ms: int, context=None,
+              timeout_ms: int = -1) -> None:
         correlation = self._next_correlation
         self._next_correlation += 1
-        self._in_flight[correlation] = _InFlight(destination, api_key, now_ms, context)
+        self._in_flight[correlation] = _InFlight(destination, api_key, now_ms, context, timeout_ms)
         self._pending.sends.append(Send(destination, api_key, version, request, correlation))
+
+    def call(self, destination: int, api_key: int, version: int, request, now_ms: int, on_done,
+             timeout_ms: int = -1) -> None:
+        """Any other request to a peer (the metadata plane's): `on_done(response, now_ms)` with
+        the answer, or with None if it timed out or the peer was unreachable."""
+        self._send(destination, api_key, version, request, now_ms, Call(on_done), timeout_ms)
 
     def flush_outbound(self, now_ms: int) -> None:
         """Turn this step's per-group asks into one request per destination and API."""
@@ -267,7 +296,9 @@ class Replication:
         if flight is None or flight.destination != source or not _answers(flight.api_key, response):
             return  # late (already timed out), a duplicate, or not an answer to that request
         del self._in_flight[correlation_id]
-        if flight.api_key == api.FETCH:
+        if isinstance(flight.context, Call):
+            flight.context.on_done(response, now_ms)
+        elif flight.api_key == api.FETCH:
             flight.context.on_response(response, self._topic_names, now_ms, self.config.retry_backoff_ms, self)
         elif flight.api_key == api.VOTE:
             self._on_vote_response(source, flight.context, response, now_ms)

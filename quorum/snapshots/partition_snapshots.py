@@ -44,10 +44,10 @@ class SnapshotJob:
 
 
 class PartitionSnapshots:
-    def __init__(self, partition, store) -> None:
+    def __init__(self, partition, store, machine=None) -> None:
         self.partition = partition
         self.store = store
-        self.machine = KeyValueStateMachine()
+        self.machine = machine if machine is not None else KeyValueStateMachine()
         self.job: SnapshotJob | None = None
         self.requested = False
         self.load_ms: float | None = None

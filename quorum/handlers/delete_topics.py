@@ -1,0 +1,86 @@
+"""DeleteTopics v0–6: by name (v0–5) or by name or id (v6). In a cluster the controller writes a
+RemoveTopicRecord per topic and answers once it commits; each replica then deletes its files as
+it replays the record. On a single node the topic and its files go at once."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
+
+from ..metadata.plane import METADATA_TOPIC, is_peer
+from ..outcomes import Respond
+
+Result = DeleteTopicsResponse.DeletableTopicResult
+ZERO_UUID = None
+
+
+def handle(ctx, header, request, now_ms, peer):
+    version = header.request_api_version
+    wanted = ([(t.name, t.topic_id) for t in request.topics] if version >= 6
+              else [(name, None) for name in request.topic_names])
+    if ctx.plane is None:
+        return Respond(DeleteTopicsResponse(throttle_time_ms=0, responses=[
+            _delete_local(ctx, name, topic_id) for name, topic_id in wanted]))
+    controller = ctx.plane.active_controller()
+    if controller is None:
+        if is_peer(header):
+            return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER, version))
+        return ctx.plane.forward(header, request, now_ms, request.timeout_ms,
+                                 lambda r, e: fail_all(r, e, version))
+    records: list = []
+    results = []
+    for name, topic_id in wanted:
+        topic = _find(controller.image, name, topic_id)
+        if topic is None:
+            results.append(_result(name, topic_id, _unknown(name, topic_id)))
+            continue
+        records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+        results.append(_result(topic.name, topic.topic_id, ErrorCode.NONE))
+    response = DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    if not records:
+        return Respond(response)
+    end = controller.append(records, now_ms)
+
+    def fail(error):
+        for result in results:
+            if result.error_code == 0:
+                result.error_code = error
+
+    return controller.park(response, end, fail, request.timeout_ms, now_ms)
+
+
+def _find(image, name, topic_id):
+    if name is not None:
+        if name == METADATA_TOPIC:
+            return None
+        topic = image.topic(name)
+        return topic if topic is not None and (topic_id is None or _is_zero(topic_id) or topic.topic_id == topic_id) else None
+    return image.topics.get(topic_id)
+
+
+def _delete_local(ctx, name, topic_id):
+    topic = ctx.topics.get(name) if name is not None else ctx.topics.get_by_id(topic_id)
+    if topic is None or topic.name == METADATA_TOPIC:
+        return _result(name, topic_id, _unknown(name, topic_id))
+    ctx.delete_topic(topic.name)
+    return _result(topic.name, topic.topic_id, ErrorCode.NONE)
+
+
+def _unknown(name, topic_id) -> ErrorCode:
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def _is_zero(topic_id) -> bool:
+    return topic_id is None or topic_id.int == 0
+
+
+def _result(name, topic_id, error: ErrorCode):
+    out = Result(name=name, error_code=error, error_message=None)
+    if topic_id is not None:
+        out.topic_id = topic_id
+    return out
+
+
+def fail_all(request, error: ErrorCode, version: int):
+    wanted = ([(t.name, t.topic_id) for t in request.topics] if version >= 6
+              else [(name, None) for name in request.topic_names])
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=[_result(n, i, error) for n, i in wanted])

@@ -1,0 +1,77 @@
+"""Metadata in a cluster, answered from the metadata image on any node: live brokers, the
+controller (metadata leader), and per partition its leader, epoch, replicas, ISR and offline
+replicas. Leaders are what partitions' Raft leaders reported to the controller; where this node
+hosts the partition and knows a newer epoch, its own view wins. No live leader:
+LEADER_NOT_AVAILABLE. An unknown topic is auto-created through the controller (allowed by the
+request and `auto_create_topics`) and reported LEADER_NOT_AVAILABLE meanwhile."""
+from __future__ import annotations
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.messages import MetadataResponse
+
+from ..outcomes import Respond
+from ..topics import topic_name_problem
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED, PartitionOut, TopicOut, _error
+
+BrokerOut = MetadataResponse.MetadataResponseBroker
+
+
+def handle_clustered(ctx, request, version: int, now_ms: int):
+    plane = ctx.plane
+    image = plane.image
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [_describe(ctx, image, t) for t in image.topics.values()]
+    else:
+        allow_create = ctx.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
+        topics = [_lookup(ctx, image, wanted, allow_create, version, now_ms) for wanted in request.topics]
+    brokers = [BrokerOut(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.live_brokers()]
+    if not any(b.node_id == ctx.node_id for b in brokers):
+        # Not registered yet (or fenced): still name ourselves, clients are talking to us.
+        brokers.append(BrokerOut(node_id=ctx.node_id, host=ctx.config.advertised_host,
+                                 port=ctx.config.advertised_port, rack=None))
+    return Respond(MetadataResponse(
+        throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id, controller_id=plane.leader_id,
+        topics=topics, cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+
+
+def _lookup(ctx, image, wanted, allow_create: bool, version: int, now_ms: int):
+    if wanted.name is None and version < 12:
+        return _error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
+    if wanted.name is None:
+        topic = image.topics.get(wanted.topic_id)
+        return _error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id) if topic is None \
+            else _describe(ctx, image, topic)
+    topic = image.topic(wanted.name)
+    if topic is not None:
+        return _describe(ctx, image, topic)
+    if topic_name_problem(wanted.name):
+        return _error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not allow_create:
+        return _error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    ctx.plane.auto_create(wanted.name, ctx.config.default_partitions, now_ms)
+    return _error(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE)
+
+
+def partition_leader(ctx, image, name: str, info) -> tuple[int, int]:
+    """(leader, epoch): the image's, or this node's own view of a group it hosts if newer."""
+    leader, epoch = info.leader, info.leader_epoch
+    local = ctx.topics.partition(name, info.index)
+    if local is not None and local.raft is not None and local.raft.epoch > epoch and local.leader_id >= 0:
+        leader, epoch = local.leader_id, local.raft.epoch
+    if leader >= 0 and not image.is_live(leader) and leader != ctx.node_id:
+        leader = -1
+    return leader, epoch
+
+
+def _describe(ctx, image, topic):
+    partitions = []
+    for index in sorted(topic.partitions):
+        info = topic.partitions[index]
+        leader, epoch = partition_leader(ctx, image, topic.name, info)
+        partitions.append(PartitionOut(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE if leader < 0 else 0, partition_index=index,
+            leader_id=leader, leader_epoch=epoch, replica_nodes=list(info.replicas),
+            isr_nodes=[r for r in info.isr if image.is_live(r)],
+            offline_replicas=[r for r in info.replicas if not image.is_live(r)]))
+    return TopicOut(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=False,
+                    partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

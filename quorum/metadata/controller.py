@@ -1,0 +1,115 @@
+"""The controller: the metadata leader's writer. Each request becomes records appended to
+`__cluster_metadata`; the answer waits until they are committed (the partition's HW passes them).
+
+The controller validates against its own image, which includes what it appended but is not yet
+committed (two CreateTopics for one name in flight: the second fails). It exists only while this
+node leads the metadata partition and has applied everything committed before its epoch.
+"""
+from __future__ import annotations
+
+import copy
+import uuid
+
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.metadata_records import encode_metadata_record
+from kraftd.protocol.records import build_batch
+
+from ..outcomes import Park, Respond
+from .image import NO_LEADER, MetadataImage, register_broker_record
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class Controller:
+    def __init__(self, partition, committed: MetadataImage, *, purgatory, now_ms: int,
+                 broker_session_timeout_ms: int, on_append) -> None:
+        self.partition = partition
+        self.epoch = partition.leader_epoch
+        self.image = copy.deepcopy(committed)
+        self._purgatory = purgatory
+        self._on_append = on_append          # (partition) -> None: flush, wake fetchers
+        self._session_timeout_ms = broker_session_timeout_ms
+        self._active_since_ms = now_ms
+        self._placement_start = 0
+
+    @property
+    def active(self) -> bool:
+        return self.partition.is_leader and self.partition.leader_epoch == self.epoch
+
+    # -- writing ----------------------------------------------------------------------------------
+    def append(self, records: list, now_ms: int) -> int:
+        """Append `records` (applied to the working image first); returns the offset to wait for."""
+        for record in records:
+            self.image.replay(record)
+        batch = build_batch([(None, encode_metadata_record(r), None, now_ms) for r in records])
+        self.partition.log.append_as_leader(bytearray(batch), self.epoch, now_ms=now_ms)
+        self._on_append(self.partition)
+        return self.partition.log.log_end_offset
+
+    def park(self, response, end_offset: int, fail, timeout_ms: int, now_ms: int) -> Park | Respond:
+        op = DelayedMetadataWrite(self, response, end_offset, fail, now_ms + max(timeout_ms, 1))
+        done = op.try_complete(now_ms)
+        if done is not None:
+            return Respond(done)
+        return Park(self._purgatory.park(op))
+
+    # -- liveness ----------------------------------------------------------------------------------
+    def fence_silent_brokers(self, last_heard_ms, node_id: int, now_ms: int) -> None:
+        """Fence registered brokers not heard from within broker_session_timeout_ms."""
+        if now_ms - self._active_since_ms < self._session_timeout_ms:
+            return  # we just took over: nobody has had the time to reach us
+        records = []
+        for broker in self.image.brokers.values():
+            if broker.fenced or broker.node_id == node_id:
+                continue
+            if now_ms - last_heard_ms(broker.node_id) > self._session_timeout_ms:
+                fenced = copy.copy(broker)
+                fenced.fenced = True
+                records.append(register_broker_record(fenced))
+        if records:
+            self.append(records, now_ms)
+
+    def next_placement_start(self, brokers: int) -> int:
+        start = self._placement_start
+        self._placement_start = (start + 1) % max(brokers, 1)
+        return start
+
+    def offline_partitions(self) -> int:
+        """Partitions with no live leader (kraftd_offline_partitions)."""
+        image = self.image
+        return sum(1 for t in image.topics.values() for p in t.partitions.values()
+                   if p.leader == NO_LEADER or not image.is_live(p.leader))
+
+
+class DelayedMetadataWrite:
+    """A controller request whose records must commit before it is answered."""
+
+    def __init__(self, controller: Controller, response, end_offset: int, fail, deadline_ms: int) -> None:
+        self.controller = controller
+        self.response = response
+        self.end_offset = end_offset
+        self.fail = fail                 # (ErrorCode) -> None: mark every result failed
+        self.deadline_ms = deadline_ms
+
+    def watch_keys(self):
+        return [self.controller.partition.key]
+
+    def try_complete(self, now_ms: int):
+        if not self.controller.active:
+            self.fail(ErrorCode.NOT_CONTROLLER)
+            return self.response
+        if self.controller.partition.high_watermark >= self.end_offset:
+            return self.response
+        return None
+
+    def expire(self, now_ms: int):
+        self.fail(ErrorCode.REQUEST_TIMED_OUT)
+        return self.response
+
+
+def new_topic_id(rng) -> uuid.UUID:
+    """A random version-4 id that is never Kafka's reserved zero or metadata-topic id."""
+    while True:
+        topic_id = uuid.UUID(int=rng.getrandbits(128), version=4)
+        if topic_id.int > 1:
+            return topic_id

@@ -1,0 +1,166 @@
+"""Node-to-node transport: one Kafka connection per peer, the core's Sends written in order,
+answers matched by correlation id and handed back to the node.
+
+A peer is reached at the address this node's --voters gives for it. Connections are made on
+the first send and remade after a failure with exponential backoff; while a peer cannot be
+reached its sends fail at once (`on_unreachable`) and the core's own timers retry. Peers are
+identified by node id only (client id `kraftd-node-N`); TLS/SASL would wrap `_open()`.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Callable
+
+import structlog
+
+from kraftd.protocol import messages as m
+from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
+
+log = structlog.get_logger("kraftd.peers")
+
+_SIZE = struct.Struct(">i")
+CONNECT_TIMEOUT_S = 2.0
+BACKOFF_MIN_S = 0.05
+BACKOFF_MAX_S = 1.0
+MAX_FRAME = 256 * 1024 * 1024
+
+
+class PeerLink(asyncio.Protocol):
+    """The connection to one peer (reconnecting); requests are pipelined."""
+
+    def __init__(self, links: "PeerLinks", node_id: int, address: tuple[str, int]) -> None:
+        self._links = links
+        self.node_id = node_id
+        self.address = address
+        self._transport: asyncio.Transport | None = None
+        self._connecting: asyncio.Task | None = None
+        self._queue: list[tuple[int, bytes]] = []          # (correlation, frame) until connected
+        self._in_flight: dict[int, tuple[int, int]] = {}   # correlation -> (api key, version)
+        self._buf = bytearray()
+        self._backoff = BACKOFF_MIN_S
+        self._next_attempt = 0.0
+
+    # -- sending -------------------------------------------------------------------------------
+    def send(self, send) -> None:
+        header = m.RequestHeader(request_api_key=send.api_key, request_api_version=send.api_version,
+                                 correlation_id=send.correlation_id, client_id=self._links.client_id)
+        parts: list = []
+        encode_request(header, send.request, parts)
+        frame = frame_bytes(parts)
+        self._in_flight[send.correlation_id] = (send.api_key, send.api_version)
+        if self._transport is not None:
+            self._transport.write(frame)
+            return
+        loop = asyncio.get_running_loop()
+        if self._connecting is None and loop.time() < self._next_attempt:
+            self._fail_all()  # backing off: the core retries on its own timers
+            return
+        self._queue.append((send.correlation_id, frame))
+        if self._connecting is None:
+            self._connecting = loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(loop.create_connection(lambda: self, *self.address), CONNECT_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as e:
+            self._next_attempt = loop.time() + self._backoff
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+            log.debug("peer unreachable", peer=self.node_id, address=self.address, error=repr(e))
+            self._queue.clear()
+            self._fail_all()
+        finally:
+            self._connecting = None
+
+    # -- asyncio callbacks ---------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        self._backoff = BACKOFF_MIN_S
+        queued, self._queue = self._queue, []
+        if queued:
+            transport.write(b"".join(frame for _, frame in queued))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if size < 4 or size > MAX_FRAME:
+                self._abort(f"bad frame size {size}")
+                return
+            if len(buf) - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            self._on_frame(frame)
+            if self._transport is None:
+                return
+        del buf[:pos]
+
+    def _on_frame(self, frame: bytes) -> None:
+        correlation = _SIZE.unpack_from(frame, 0)[0]
+        kind = self._in_flight.pop(correlation, None)
+        if kind is None:
+            return  # an answer to a request we already gave up on
+        try:
+            _, body = decode_response(memoryview(frame), *kind)
+        except Exception as e:
+            self._abort(f"undecodable response: {e!r}")
+            return
+        self._links.on_response(self.node_id, correlation, body)
+
+    def connection_lost(self, exc) -> None:
+        self._transport = None
+        self._buf.clear()
+        self._fail_all()
+
+    def _abort(self, why: str) -> None:
+        log.warning("dropping peer connection", peer=self.node_id, reason=why)
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _fail_all(self) -> None:
+        if self._in_flight:
+            self._in_flight.clear()
+            self._links.on_unreachable(self.node_id)
+
+    def close(self) -> None:
+        if self._connecting is not None:
+            self._connecting.cancel()
+        if self._transport is not None:
+            self._transport.close()
+
+
+class PeerLinks:
+    """Every peer's link; `send(sends)` routes the core's Sends by destination."""
+
+    def __init__(self, node_id: int, addresses: dict[int, tuple[str, int]], *,
+                 on_response: Callable[[int, int, object], None], on_unreachable: Callable[[int], None]) -> None:
+        self.client_id = f"kraftd-node-{node_id}"
+        self._addresses = addresses
+        self.on_response = on_response
+        self._on_unreachable = on_unreachable
+        self._links: dict[int, PeerLink] = {}
+
+    def on_unreachable(self, node_id: int) -> None:
+        # Never re-enter the node from inside the send loop: report on the next loop turn.
+        asyncio.get_running_loop().call_soon(self._on_unreachable, node_id)
+
+    def send(self, sends) -> None:
+        for send in sends:
+            link = self._links.get(send.destination)
+            if link is None:
+                address = self._addresses.get(send.destination)
+                if address is None:
+                    log.warning("no address for node", node=send.destination)
+                    self.on_unreachable(send.destination)
+                    continue
+                link = self._links[send.destination] = PeerLink(self, send.destination, address)
+            link.send(send)
+
+    def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
