@@ -1,6 +1,8 @@
-"""Registry of the APIs we serve, built from the request/response schemas that exist.
+"""Registry of the APIs we have codecs for, built from the request/response schemas that exist.
 
-Adding `FooRequest.json` and `FooResponse.json` with an `apiKey` to `schemas/` adds the API.
+Adding `FooRequest.json` and `FooResponse.json` with an `apiKey` to `schemas/` adds the API to
+`KNOWN_API_BY_KEY` (framing encodes and decodes it) and, unless it is in `NOT_ADVERTISED`, to
+`API_BY_KEY`: the APIs we serve and list in ApiVersions.
 """
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from typing import NamedTuple
 from .messages import ALL_MESSAGES
 
 __all__ = [
-    "ApiSpec", "API_BY_KEY", "API_BY_NAME", "header_versions", "supported_versions",
+    "ApiSpec", "API_BY_KEY", "API_BY_NAME", "KNOWN_API_BY_KEY", "NOT_ADVERTISED",
+    "header_versions", "supported_versions",
     "PRODUCE", "FETCH", "LIST_OFFSETS", "METADATA", "API_VERSIONS", "CREATE_TOPICS",
-    "DELETE_RECORDS", "INIT_PRODUCER_ID", "OFFSET_FOR_LEADER_EPOCH", "FETCH_SNAPSHOT",
-    "VOTE", "BEGIN_QUORUM_EPOCH", "END_QUORUM_EPOCH", "DESCRIBE_QUORUM",
+    "DELETE_TOPICS", "DELETE_RECORDS", "INIT_PRODUCER_ID", "OFFSET_FOR_LEADER_EPOCH",
+    "FETCH_SNAPSHOT", "VOTE", "BEGIN_QUORUM_EPOCH", "END_QUORUM_EPOCH", "DESCRIBE_QUORUM",
+    "ALTER_PARTITION", "BROKER_REGISTRATION", "ALLOCATE_PRODUCER_IDS",
 ]
 
 PRODUCE = 0
@@ -22,6 +26,7 @@ LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
 CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
@@ -29,7 +34,15 @@ VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
+ALTER_PARTITION = 56
 FETCH_SNAPSHOT = 59
+BROKER_REGISTRATION = 62
+ALLOCATE_PRODUCER_IDS = 67
+
+# Broker-to-controller APIs whose codecs exist but that no handler serves yet: framing encodes
+# and decodes them, ApiVersions does not list them, so no client is told to send them. Take a
+# key out when its handler lands.
+NOT_ADVERTISED = frozenset({ALTER_PARTITION, BROKER_REGISTRATION, ALLOCATE_PRODUCER_IDS})
 
 
 class ApiSpec(NamedTuple):
@@ -40,6 +53,7 @@ class ApiSpec(NamedTuple):
     request_cls: type
     response_cls: type
     flexible_min: int | None  # first flexible version, None if none of ours is flexible
+    advertised: bool = True   # listed in ApiVersions (False: codecs only, see NOT_ADVERTISED)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -61,12 +75,16 @@ def _build() -> dict[int, ApiSpec]:
         lo = max(req.MIN_VERSION, resp.MIN_VERSION)
         hi = min(req.MAX_VERSION, resp.MAX_VERSION)
         name = req.__name__[: -len("Request")]
-        table[key] = ApiSpec(key, name, lo, hi, req, resp, req.FLEXIBLE_MIN)
+        table[key] = ApiSpec(key, name, lo, hi, req, resp, req.FLEXIBLE_MIN,
+                             advertised=key not in NOT_ADVERTISED)
     return table
 
 
-API_BY_KEY: dict[int, ApiSpec] = _build()
-API_BY_NAME: dict[str, ApiSpec] = {s.name: s for s in API_BY_KEY.values()}
+#: Every API with request and response schemas, by key: what framing encodes and decodes.
+KNOWN_API_BY_KEY: dict[int, ApiSpec] = _build()
+#: The APIs we serve and advertise in ApiVersions, by key.
+API_BY_KEY: dict[int, ApiSpec] = {k: s for k, s in KNOWN_API_BY_KEY.items() if s.advertised}
+API_BY_NAME: dict[str, ApiSpec] = {s.name: s for s in KNOWN_API_BY_KEY.values()}
 
 
 def header_versions(api_key: int, api_version: int) -> tuple[int, int]:
@@ -77,7 +95,7 @@ def header_versions(api_key: int, api_version: int) -> tuple[int, int]:
     server's versions yet can parse them (KIP-511). Request header v0 is only used by
     ControlledShutdown v0, which we do not serve. Unknown APIs get (1, 0).
     """
-    spec = API_BY_KEY.get(api_key)
+    spec = KNOWN_API_BY_KEY.get(api_key)
     if spec is None:
         return 1, 0
     flexible = spec.is_flexible(api_version)
@@ -87,5 +105,5 @@ def header_versions(api_key: int, api_version: int) -> tuple[int, int]:
 
 
 def supported_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min_version, max_version) for every API we serve, by key."""
+    """(api_key, min_version, max_version) for every API we advertise, by key."""
     return [(s.key, s.min_version, s.max_version) for s in API_BY_KEY.values()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from .api import API_BY_KEY, header_versions, supported_versions
+from .api import KNOWN_API_BY_KEY, header_versions, supported_versions
 from .errors import DecodeError, ErrorCode
 from .messages import RequestHeader, ResponseHeader
 
@@ -26,7 +26,8 @@ _API_RANGE = struct.Struct(">hhh")
 def decode_request(frame) -> tuple:
     """Decode a request frame (no size prefix) into (RequestHeader, body).
 
-    body is None when the api key or version is not one we serve; the header is then parsed
+    body is None when the api key or version is not one we have codecs for (`KNOWN_API_BY_KEY`,
+    which includes APIs we do not advertise); the header is then parsed
     only as far as every version agrees (key, version, correlation id, client id), so the
     server can still answer with UNSUPPORTED_VERSION.
     """
@@ -35,7 +36,7 @@ def decode_request(frame) -> tuple:
     if len(frame) < _FIXED_HEADER.size:
         raise DecodeError(f"request frame of {len(frame)} bytes is shorter than a header")
     api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(frame, 0)
-    spec = API_BY_KEY.get(api_key)
+    spec = KNOWN_API_BY_KEY.get(api_key)
     if spec is None or not spec.supports(api_version):
         client_id = _client_id(frame, _FIXED_HEADER.size)
         header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
@@ -79,7 +80,7 @@ def encode_response(header, response, parts: list) -> None:
     head += _INT32.pack(header.correlation_id)
     if header_version >= 1:
         head.append(0)  # no tagged fields in the response header
-    out = API_BY_KEY[api_key].response_cls.encode_into(response, version, head, parts)
+    out = KNOWN_API_BY_KEY[api_key].response_cls.encode_into(response, version, head, parts)
     _finish(head, out, parts, first)
 
 
@@ -100,7 +101,7 @@ def decode_response(buf, api_key: int, api_version: int) -> tuple:
         buf = memoryview(buf)
     _, header_version = header_versions(api_key, api_version)
     header, pos = ResponseHeader.decode(buf, 0, header_version)
-    spec = API_BY_KEY.get(api_key)
+    spec = KNOWN_API_BY_KEY.get(api_key)
     if spec is None:
         raise DecodeError(f"unknown api key {api_key}")
     body, pos = spec.response_cls.decode(buf, pos, api_version)

@@ -41,7 +41,9 @@ R7  Defaults.  kio carries a dataclass default exactly when Kafka's JSON gives a
 R8  Field order: kio keeps the JSON order of *all* fields, tagged ones included (e.g.
     ``FetchRequest`` starts with tagged ``cluster_id``), so we compare plain sequences.
 R9  kio lacks some versions we serve; only the explicit ``KIO_MISSING`` pairs may be
-    skipped (RequestHeader v0, which is v1 without ClientId; checked structurally below).
+    skipped (RequestHeader v0, which is v1 without ClientId; checked structurally below;
+    versions Kafka 4 dropped; and the KRaft metadata records, which kio does not model:
+    those are checked against hand-laid bytes in tests/protocol).
 
 On top of the kio comparison the structural checks validate the files themselves: plain
 JSON, required keys, known keys only, well-formed version ranges, tags only in flexible
@@ -85,6 +87,14 @@ KIO_ENTITY_CLASSES = set(ENTITY_TYPES.values())
 # enables gzip/snappy/lz4 only for brokers that list Produce v0 (checked by hand in
 # tests/protocol/test_produce_legacy_versions.py).
 KIO_MISSING = {("RequestHeader", 0)} | {(name, v) for name in ("ProduceRequest", "ProduceResponse") for v in range(3)}
+# Kafka 4 (which kio follows) also dropped DeleteTopics v0 and AlterPartition v0-1.
+KIO_MISSING |= {("DeleteTopicsRequest", 0), ("DeleteTopicsResponse", 0)}
+KIO_MISSING |= {(name, v) for name in ("AlterPartitionRequest", "AlterPartitionResponse") for v in range(2)}
+# KRaft metadata records (type "metadata" in Kafka): kio has none of them.
+METADATA_RECORD_VERSIONS = {"RegisterBrokerRecord": 3, "TopicRecord": 0, "PartitionRecord": 2,
+                            "ConfigRecord": 0, "PartitionChangeRecord": 2, "RemoveTopicRecord": 0,
+                            "ProducerIdsRecord": 0}
+KIO_MISSING |= {(name, v) for name, hi in METADATA_RECORD_VERSIONS.items() for v in range(hi + 1)}
 
 
 # ----------------------------------------------------------------------------- helpers
