@@ -1,10 +1,13 @@
 """`kraftd quorum describe` against a real single-node server, compared with a raw DescribeQuorum;
-and the description's arithmetic (lag, MaxFollowerLagTimeMs) on a hand-made three-voter answer."""
+the description's arithmetic (lag, MaxFollowerLagTimeMs) on a hand-made three-voter answer; and
+the walk over bootstrap servers until the leader answers."""
 import json
 import re
 import socket
 import subprocess
 import sys
+
+import pytest
 
 from kraftd.client import WireClient
 from kraftd.commands.quorum import description_from, format_replication, format_status, to_json
@@ -140,3 +143,24 @@ def test_lag_and_lag_time_of_a_three_voter_answer():
         partition_index=0, error_code=0, leader_id=2, leader_epoch=7, high_watermark=90,
         current_voters=p.current_voters[:2], observers=[]), "__cluster_metadata", "cid")
     assert caught_up.max_follower_lag == 10 and caught_up.max_follower_lag_time_ms == 6_000
+
+
+def test_every_bootstrap_server_is_asked_until_the_leader_answers(monkeypatch):
+    from kraftd.commands import quorum
+
+    leader = quorum.QuorumDescription("cid", "t", 0, 3, 5, 10, (), ())
+    answers = {"a:1": quorum._Refusal("a:1", "NOT_LEADER_OR_FOLLOWER", -1, -1),
+               "b:2": quorum._Refusal("b:2", "NOT_LEADER_OR_FOLLOWER", 3, 5),
+               "c:3": ConnectionRefusedError(111, "Connection refused"), "d:4": leader}
+
+    def fake(server, topic, partition, timeout):
+        if isinstance(answers[server], Exception):
+            raise answers[server]
+        return answers[server]
+
+    monkeypatch.setattr(quorum, "_describe_at", fake)
+    assert quorum.describe("a:1,b:2,c:3,d:4", "t", 0) is leader
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("a:1,b:2,c:3", "t", 0)
+    assert str(e.value).startswith("NOT_LEADER_OR_FOLLOWER") and "leader is node 3 at epoch 5" in str(e.value)
+    assert "cannot connect to c:3: Connection refused" in str(e.value)

@@ -148,6 +148,7 @@ class _Refusal:
     server: str
     error: str  # the Kafka error name
     leader_id: int
+    leader_epoch: int
 
 
 def describe(bootstrap: str, topic: str, partition: int, *, timeout: float = 30.0) -> QuorumDescription:
@@ -170,13 +171,18 @@ def describe(bootstrap: str, topic: str, partition: int, *, timeout: float = 30.
         if isinstance(answer, QuorumDescription):
             return answer
         refusals.append(answer)
-    if any(r.error == "NOT_LEADER_OR_FOLLOWER" for r in refusals):
-        r = next(r for r in refusals if r.error == "NOT_LEADER_OR_FOLLOWER")
-        leader = f"the leader is node {r.leader_id}" if r.leader_id >= 0 else "no leader is known"
+    unreachable_note = ("; cannot connect to " + "; ".join(unreachable)) if unreachable else ""
+    not_leader = [r for r in refusals if r.error == "NOT_LEADER_OR_FOLLOWER"]
+    if not_leader:
+        # The newest word on who leads: a known leader, at the highest epoch.
+        r = max(not_leader, key=lambda r: (r.leader_id >= 0, r.leader_epoch))
+        leader = (f"the leader is node {r.leader_id} at epoch {r.leader_epoch}" if r.leader_id >= 0
+                  else "no leader is known")
         raise DescribeError(f"NOT_LEADER_OR_FOLLOWER: no bootstrap server leads {topic}:{partition} "
-                            f"({leader}); list the leader in --bootstrap-server")
+                            f"({leader}); list the leader in --bootstrap-server{unreachable_note}")
     if refusals:
-        raise DescribeError(f"{refusals[0].error}: {refusals[0].server} has no partition {topic}:{partition}")
+        raise DescribeError(f"{refusals[0].error}: {refusals[0].server} has no partition {topic}:{partition}"
+                            + unreachable_note)
     raise DescribeError("cannot connect to " + "; ".join(unreachable))
 
 
@@ -217,10 +223,10 @@ def _describe_at(server: str, topic: str, partition: int, timeout: float):
     found = [p for t in response.topics if t.topic_name == topic for p in t.partitions
              if p.partition_index == partition]
     if not found:
-        return _Refusal(server, "UNKNOWN_TOPIC_OR_PARTITION", -1)
+        return _Refusal(server, "UNKNOWN_TOPIC_OR_PARTITION", -1, -1)
     p = found[0]
     if p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-        return _Refusal(server, ErrorCode(p.error_code).name, p.leader_id)
+        return _Refusal(server, ErrorCode(p.error_code).name, p.leader_id, p.leader_epoch)
     if p.error_code:
         message = getattr(p, "error_message", None)
         raise DescribeError(f"{error_name(p.error_code)} from {server} for {topic}:{partition}"
