@@ -84,7 +84,7 @@ class RaftGroup:
             # We led before the restart: resign, so another voter (or we, alone) starts a new epoch.
             self.role = Resigned(s.epoch, now_ms, successors=[])
         elif s.leader_id != NO_NODE:
-            self.role = Follower(s.epoch, s.leader_id, now_ms + self.env.config.fetch_timeout_ms)
+            self.role = Follower(s.epoch, s.leader_id, now_ms + self.env.config.fetch_timeout_ms, now_ms)
             self.env.follow(self, s.leader_id)
         elif s.voted_id != NO_NODE:
             self.role = Voted(s.epoch, s.voted_id, self._election_deadline(now_ms))
@@ -102,6 +102,7 @@ class RaftGroup:
     def _become(self, role, state: ElectionState, now_ms: int) -> None:
         old = self.role
         check(old.name, old.epoch, role.name, role.epoch)
+        log.debug("%s-%d: %s(%d) -> %s(%d)", *self.key, old.name, old.epoch, role.name, role.epoch)
         was_leader = isinstance(old, Leader)
         old_leader = old.leader_id if isinstance(old, Follower) else None
         self.role = role
@@ -161,7 +162,7 @@ class RaftGroup:
     def become_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
         s = self.state
         voted = s.voted_id if epoch == s.epoch else NO_NODE
-        role = Follower(epoch, leader_id, now_ms + self.env.config.fetch_timeout_ms)
+        role = Follower(epoch, leader_id, now_ms + self.env.config.fetch_timeout_ms, now_ms)
         self._become(role, ElectionState(epoch, leader_id, voted, s.may_vote), now_ms)
 
     def _become_prospective(self, now_ms: int) -> None:
@@ -325,9 +326,15 @@ class RaftGroup:
             if isinstance(r, Leader):
                 return 0, False
             if isinstance(r, Follower):
+                # The leader is alive (we fetched from it since we began following it, within
+                # the timeout): a flapping node cannot disrupt it. A follower that only came
+                # back from a failed pre-vote has not fetched since, and grants: otherwise two
+                # followers of a dead leader, timing out together, refuse each other forever
+                # (each failed pre-vote restarting the other's fetch timer), as KIP-996's
+                # "has fetched from the leader" rule avoids.
                 heard = self.env.last_heard_from(r.leader_id)
-                if heard >= 0 and now_ms - heard < self.env.config.fetch_timeout_ms:
-                    return 0, False  # the leader is alive: a flapping node cannot disrupt it
+                if heard >= max(r.since_ms, 0) and now_ms - heard < self.env.config.fetch_timeout_ms:
+                    return 0, False
             return 0, log_ok
         if epoch > self.epoch:
             self.become_unattached(epoch, now_ms)
@@ -353,6 +360,12 @@ class RaftGroup:
                 self.become_unattached(epoch, now_ms)
             return True
         if epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id:
+            if isinstance(self.role, Prospective) and self.role.leader_id == leader_id:
+                # The leader we lost touch with, named by a voter that has not noticed yet:
+                # nothing new (Kafka's hasLeader check). Going back to following it would
+                # restart our fetch timer on every failed pre-vote, and two followers of a
+                # dead leader, timing out together, would keep each other from standing.
+                return False
             if isinstance(self.role, (Unattached, Voted, Prospective, Candidate)):
                 self.become_follower(epoch, leader_id, now_ms)
                 return True

@@ -64,6 +64,7 @@ class Follower:
     epoch: int
     leader_id: int
     fetch_deadline_ms: int
+    since_ms: int = -1   # when this role began: a pre-vote is refused only after a fetch since then
     name = "Follower"
 
 

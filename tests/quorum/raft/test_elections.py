@@ -129,3 +129,21 @@ def test_a_candidate_that_cannot_win_backs_off_and_stands_again_at_a_higher_epoc
     ctx.assert_voted_for(5, 1)
     ctx.advance(2 * ctx.election_timeout_ms)
     ctx.assert_sent_vote_request(epoch=6, last_epoch=3, last_offset=5, pre_vote=True)
+
+
+def test_followers_of_a_dead_leader_timing_out_together_still_elect_one_of_them():
+    """Found on real processes: both followers of a killed leader time out within a
+    millisecond; each one's pre-vote reaches the other while it is still a follower. The
+    refusal names the dead leader, which the prospective already knew: it must not go back to
+    following it (that restarted its fetch timer, forever), and a follower that has not
+    fetched since it began following grants the pre-vote."""
+    ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_elected_leader(4, 3).append_to_log(3, 5).build()
+    ctx.advance(ctx.fetch_timeout_ms)
+    pre_votes = ctx.assert_sent_vote_request(epoch=5, last_epoch=3, last_offset=5, pre_vote=True)
+    to_2 = [s for s in pre_votes if s.destination == 2][0]
+    ctx.respond(to_2, ctx.vote_response(granted=False, epoch=4, leader_id=3))  # 2 has not timed out yet
+    ctx.poll()
+    ctx.assert_role("Prospective", 4)
+    # Node 2 times out in turn; its pre-vote reaches us: we grant (no fetch since the timeout).
+    granted = ctx.deliver_vote_request(epoch=5, candidate_id=2, last_epoch=3, last_offset=5, pre_vote=True)
+    assert granted.vote_granted
