@@ -11,13 +11,14 @@ import base64
 import logging
 import random
 import uuid
+from collections import deque
 import secrets
 from pathlib import Path
 
 from .fetch_sessions import FetchSessionCache
 from .fetch_sessions.contexts import partition_key_int
 from .handlers import HANDLERS
-from .handlers.context import HandlerContext
+from .handlers.context import LATENCY_SAMPLES_KEPT, HandlerContext
 from .node_config import NodeConfig
 from .outcomes import Completion, Outcome
 from .partition import Partition, PartitionKey
@@ -91,8 +92,8 @@ class Node:
             self.plane.ctx = self._ctx
         self._next_balance_ms = 0
         self._handover_after: dict = {}
-        self.election_latencies: list[float] = []
-        self.commit_latencies: list[float] = []
+        # ms from losing a leader to leading (groups here), until /metrics drains them
+        self.election_latencies: deque = deque(maxlen=LATENCY_SAMPLES_KEPT)
 
     @classmethod
     def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
@@ -521,8 +522,10 @@ class Node:
         return stats
 
     def drain_raft_latencies(self) -> tuple[list[float], list[float]]:
-        elections, commits = self.election_latencies, self.commit_latencies
-        self.election_latencies, self.commit_latencies = [], []
+        """(election, commit) latency samples in ms since the last call (the /metrics scrape)."""
+        elections, commits = list(self.election_latencies), list(self._ctx.commit_latencies)
+        self.election_latencies.clear()
+        self._ctx.commit_latencies.clear()
         return elections, commits
 
     def _gate_log_starts(self, now_ms: int) -> None:

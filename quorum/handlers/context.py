@@ -1,6 +1,7 @@
 """What every RPC handler may use: the node's identity, topics, epoch and parked requests."""
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -10,6 +11,9 @@ from ..fetch_sessions import FetchSessionCache
 from ..node_config import NodeConfig
 from ..purgatory import Purgatory
 from ..topics import Topic, TopicRegistry
+
+
+LATENCY_SAMPLES_KEPT = 10_000  # between two /metrics scrapes; older samples are dropped
 
 
 @dataclass(slots=True, eq=False)
@@ -25,6 +29,8 @@ class HandlerContext:
     replication: object = None  # quorum.raft.replication.Replication
     plane: object = None        # quorum.metadata.plane.MetadataPlane in a cluster, else None
     delete_topic: Callable[[str], None] | None = None
+    # acks=all produce latencies (append to HW), drained by /metrics.
+    commit_latencies: deque = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES_KEPT))
     # Partitions appended to while handling; the node hands them to the flusher.
     appended: dict = field(default_factory=dict)
 

@@ -14,13 +14,27 @@ def handle(ctx, header, request, now_ms, peer):
         # Without a transaction coordinator the honest answer is a fatal authorization error.
         return Respond(InitProducerIdResponse(
             error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1))
-    if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_PRODUCER_EPOCH - 1:
-        # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
-        return Respond(InitProducerIdResponse(
-            error_code=0, producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1))
+    if request.producer_id >= 0 and request.producer_epoch >= 0:
+        # KIP-360: an idempotent producer bumps its own epoch to reset its sequences. Only the
+        # epoch it holds may be bumped: an older one is a fenced (zombie) producer; an id this
+        # node has no state for, or an epoch at its limit, gets a new id (as Kafka does).
+        current = _current_epoch(ctx, request.producer_id)
+        if current is not None and request.producer_epoch < current:
+            return Respond(InitProducerIdResponse(error_code=ErrorCode.PRODUCER_FENCED, producer_id=-1,
+                                                  producer_epoch=-1))
+        if current == request.producer_epoch and current < MAX_PRODUCER_EPOCH - 1:
+            return Respond(InitProducerIdResponse(
+                error_code=0, producer_id=request.producer_id, producer_epoch=current + 1))
     if ctx.plane is not None:
         return _from_cluster_block(ctx, now_ms)
     return Respond(InitProducerIdResponse(error_code=0, producer_id=ctx.allocate_producer_id(), producer_epoch=0))
+
+
+def _current_epoch(ctx, producer_id: int) -> int | None:
+    """The newest epoch of `producer_id` in any partition this node holds (None: unknown)."""
+    epochs = [entry.producer_epoch for p in ctx.topics.partitions()
+              if (entry := p.log.producer_state.get(producer_id)) is not None]
+    return max(epochs) if epochs else None
 
 
 def _from_cluster_block(ctx, now_ms: int):

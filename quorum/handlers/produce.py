@@ -38,7 +38,8 @@ def handle(ctx, header, request, now_ms, peer):
                                                   or _waits_for_fsync(ctx.config.fsync_policy, request.acks))]
         if pending:
             deadline = now_ms + max(0, request.timeout_ms)
-            return Park(ctx.purgatory.park(DelayedProduce(response, pending, deadline)))
+            return Park(ctx.purgatory.park(DelayedProduce(response, pending, deadline, now_ms,
+                                                          ctx.commit_latencies)))
     return Respond(response)
 
 
@@ -150,10 +151,12 @@ def _respond_all(request, code: ErrorCode):
 class DelayedProduce:
     """An acks=-1 produce waiting until its data is under the high watermark (durable)."""
 
-    def __init__(self, response, pending: list, deadline_ms: int) -> None:
+    def __init__(self, response, pending: list, deadline_ms: int, parked_ms: int = 0, latencies=None) -> None:
         self.response = response
         self.pending = pending
         self.deadline_ms = deadline_ms
+        self.parked_ms = parked_ms
+        self.latencies = latencies
 
     def watch_keys(self):
         return [partition.key for partition, _, _, _ in self.pending]
@@ -167,6 +170,8 @@ class DelayedProduce:
                 out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif partition.high_watermark < end:
                 done = False
+        if done and self.latencies is not None:
+            self.latencies.append(now_ms - self.parked_ms)
         return self.response if done else None
 
     def expire(self, now_ms: int):

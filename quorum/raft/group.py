@@ -34,6 +34,7 @@ class RaftGroup:
         self.timer_ms = -1
         self.downloading = None  # a SnapshotDownload while fetching is paused for one
         self.leader_hw_seen = -1  # the highest HW a leader told us (disk-loss catch-up target)
+        self.election_started_ms = -1  # when this group began looking for a leader (metrics)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -163,6 +164,7 @@ class RaftGroup:
         s = self.state
         voted = s.voted_id if epoch == s.epoch else NO_NODE
         role = Follower(epoch, leader_id, now_ms + self.env.config.fetch_timeout_ms, now_ms)
+        self.election_started_ms = -1
         self._become(role, ElectionState(epoch, leader_id, voted, s.may_vote), now_ms)
 
     def _become_prospective(self, now_ms: int) -> None:
@@ -170,6 +172,8 @@ class RaftGroup:
         role = Prospective(self.epoch, now_ms + self.env.config.election_timeout_ms
                            + self.env.rng.randrange(self.env.config.election_timeout_ms + 1), leader_id=leader)
         role.granted.add(self.node_id)
+        if self.election_started_ms < 0:
+            self.election_started_ms = now_ms
         self._become(role, self.state, now_ms)
         self._request_votes(pre_vote=True, now_ms=now_ms)
         self._maybe_won(now_ms)
@@ -192,6 +196,9 @@ class RaftGroup:
         role = Leader(epoch, start, progress, now_ms + self.env.config.check_quorum_ms, unacknowledged=set(others))
         self._become(role, ElectionState(epoch, self.node_id, self.state.voted_id, self.state.may_vote), now_ms)
         self.election_retries = 0
+        if self.election_started_ms >= 0 and len(self.voters) > 1:
+            self.env.hooks.election_latencies.append(now_ms - self.election_started_ms)
+        self.election_started_ms = -1
         self.env.begin_epoch(self, now_ms, granted)  # the LeaderChange batch: this epoch's start offset
         for v in sorted(others):
             self.env.send_begin_epoch(v, self)

@@ -167,3 +167,25 @@ def test_find_coordinator_says_none_is_available(ctx):
     batched = ctx.respond(m.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), 4)
     assert [(c.key, c.error_code) for c in batched.coordinators] == [
         ("a", ErrorCode.COORDINATOR_NOT_AVAILABLE), ("b", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+
+
+def test_init_producer_id_bumps_only_the_epoch_the_producer_holds(ctx):
+    """KIP-360: a producer with an id may bump the epoch its batches carry; an older epoch is
+    fenced; an id without state here gets a fresh id instead of an echo."""
+    from kraftd.protocol.records import build_batch
+    pid = ctx.respond(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000), 4).producer_id
+    batch = build_batch([(b"k", b"v", None, 1)], producer_id=pid, producer_epoch=3, base_sequence=0)
+    produce = m.ProduceRequest(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        m.ProduceRequest.TopicProduceData(name="pids", partition_data=[
+            m.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    ctx.respond(produce, 9)
+    ctx.respond(produce, 9)  # auto-created on the first; appended now
+    bump = ctx.respond(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
+                                               producer_id=pid, producer_epoch=3), 4)
+    assert (bump.error_code, bump.producer_id, bump.producer_epoch) == (0, pid, 4)
+    stale = ctx.respond(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
+                                                producer_id=pid, producer_epoch=2), 4)
+    assert stale.error_code == ErrorCode.PRODUCER_FENCED
+    unknown = ctx.respond(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
+                                                  producer_id=pid + 500, producer_epoch=7), 4)
+    assert unknown.error_code == 0 and unknown.producer_id not in (pid, pid + 500) and unknown.producer_epoch == 0
