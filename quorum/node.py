@@ -36,6 +36,7 @@ from .topics import Topic, TopicError, TopicRegistry
 
 log = logging.getLogger(__name__)
 BALANCE_INTERVAL_MS = 1000
+LOG_START_GATE_INTERVAL_MS = 1000
 HANDOVER_BACKOFF_MS = 10_000
 
 
@@ -58,6 +59,7 @@ class Node:
         self._dirty: dict[PartitionKey, Partition] = {}
         self._completions: list[Completion] = []
         self._next_retention_ms = 0
+        self._next_gate_ms = 0
         self._now_ms = 0  # the time of the call being handled (topics created mid-request need it)
         self._open_snapshot_store = open_snapshot_store
         self._clock = clock  # a monotonic seconds clock, only to report how long loading took
@@ -470,8 +472,13 @@ class Node:
                 self._balance_leaders(now_ms)
         if now_ms >= self._next_retention_ms:
             self._apply_retention(now_ms)
-            self._gate_log_starts(now_ms)
             self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
+            self._next_gate_ms = now_ms
+        if now_ms >= self._next_gate_ms:
+            # Cheap (snapshot partitions only): a replica that went away stops holding back
+            # the log start once it is no longer live, not at the next retention check.
+            self._gate_log_starts(now_ms)
+            self._next_gate_ms = now_ms + LOG_START_GATE_INTERVAL_MS
         done = self._completions + self._purgatory.expire(now_ms)
         self._completions = []
         if self.plane is not None:
@@ -554,7 +561,8 @@ class Node:
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._purgatory.next_deadline_ms(), self.replication.next_deadline_ms(),
-                                 self._next_retention_ms) if d is not None]
+                                 self._next_retention_ms, self._next_gate_ms if self.snapshots else None)
+                     if d is not None]
         if self.plane is not None:
             deadlines.append(self.plane.next_deadline_ms())
         return min(deadlines)

@@ -29,8 +29,14 @@ def handle_clustered(ctx, request, version: int, now_ms: int):
         # Not registered yet (or fenced): still name ourselves, clients are talking to us.
         brokers.append(BrokerOut(node_id=ctx.node_id, host=ctx.config.advertised_host,
                                  port=ctx.config.advertised_port, rack=None))
+    # ControllerId is the metadata leader; while it is not a registered live broker (just
+    # elected, not registered yet) clients could not reach it, so name this node, which
+    # forwards CreateTopics/DeleteTopics to it anyway.
+    controller = plane.leader_id
+    if not any(b.node_id == controller for b in brokers):
+        controller = ctx.node_id
     return Respond(MetadataResponse(
-        throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id, controller_id=plane.leader_id,
+        throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id, controller_id=controller,
         topics=topics, cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
 
 

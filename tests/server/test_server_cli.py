@@ -11,12 +11,13 @@ def test_serve_flags_map_to_settings_fields():
     args = cli.build_parser().parse_args([
         "serve", "--config", "k.toml", "--node-id", "3", "--listen", "127.0.0.1:0",
         "--advertised-listener", "h:1", "--data-dir", "/d", "--metrics-listen", "127.0.0.1:0",
-        "--log-format", "json", "--log-level", "debug", "--fsync-policy", "never"])
+        "--log-format", "json", "--log-level", "debug", "--fsync-policy", "never",
+        "--voters", "1@a:1,3@b:2"])
     assert args.config == "k.toml" and args.run is serve.run
     assert {f: getattr(args, f) for f, _ in serve.FLAGS.values()} == {
         "node_id": 3, "listen": "127.0.0.1:0", "advertised_listener": "h:1", "data_dir": "/d",
         "metrics_listen": "127.0.0.1:0", "log_format": "json", "log_level": "debug",
-        "fsync_policy": "never"}
+        "fsync_policy": "never", "voters": "1@a:1,3@b:2"}
 
 
 def test_flags_not_given_are_none_so_env_and_file_apply():
