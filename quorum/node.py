@@ -553,6 +553,11 @@ class Node:
         self._now_ms = now_ms
         return self.replication.resign_all(now_ms)
 
+    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+        """Where a registered broker listens (peers outside --voters are reached there)."""
+        broker = self.plane.image.brokers.get(node_id) if self.plane is not None else None
+        return (broker.host, broker.port) if broker is not None and broker.port > 0 else None
+
     def still_leading(self) -> int:
         """Groups whose latest known leader is this node (a resigned leader until a successor
         is known)."""

@@ -13,6 +13,8 @@ from .topic_config import InvalidTopicConfig, TopicConfig
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_PARTITIONS = 10_000
+# Every node of a cluster holds the metadata partition, as a voter or as an observer.
+ALWAYS_HOSTED = "__cluster_metadata"
 
 
 class TopicError(Exception):
@@ -122,7 +124,8 @@ class TopicRegistry:
         num = self._num
         node_id = self._config.node_id
         partitions = [
-            None if assignments and self._config.clustered and node_id not in assignments[i] else
+            None if (assignments and self._config.clustered and node_id not in assignments[i]
+                     and name != ALWAYS_HOSTED) else
             self._make_partition(name, i, topic_id, self._open_log(name, i, config), config, num,
                                  assignments[i] if assignments else None)
             for i in range(count)

@@ -79,7 +79,8 @@ class KraftdServer:
             from .peers import PeerLinks
             broker = self.broker
             self.broker.peers = PeerLinks(s.node_id, parse_voters(s.voters), on_response=broker.on_peer_response,
-                                          on_unreachable=broker.on_peer_unreachable)
+                                          on_unreachable=broker.on_peer_unreachable,
+                                          resolve=lambda node_id: self.node.broker_address(node_id))
         self._metrics_http = MetricsHttpServer(
             self.metrics.registry, lambda: self._serving,
             post_routes={"/admin/snapshot": self.broker.snapshots.request})

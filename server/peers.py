@@ -137,9 +137,11 @@ class PeerLinks:
     """Every peer's link; `send(sends)` routes the core's Sends by destination."""
 
     def __init__(self, node_id: int, addresses: dict[int, tuple[str, int]], *,
-                 on_response: Callable[[int, int, object], None], on_unreachable: Callable[[int], None]) -> None:
+                 on_response: Callable[[int, int, object], None], on_unreachable: Callable[[int], None],
+                 resolve: Callable[[int], tuple[str, int] | None] = lambda node_id: None) -> None:
         self.client_id = f"kraftd-node-{node_id}"
-        self._addresses = addresses
+        self._addresses = addresses   # voters, as --voters gives them
+        self._resolve = resolve       # other brokers: their registered (advertised) address
         self.on_response = on_response
         self._on_unreachable = on_unreachable
         self._links: dict[int, PeerLink] = {}
@@ -152,7 +154,7 @@ class PeerLinks:
         for send in sends:
             link = self._links.get(send.destination)
             if link is None:
-                address = self._addresses.get(send.destination)
+                address = self._addresses.get(send.destination) or self._resolve(send.destination)
                 if address is None:
                     log.warning("no address for node", node=send.destination)
                     self.on_unreachable(send.destination)

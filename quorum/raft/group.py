@@ -35,6 +35,7 @@ class RaftGroup:
         self.downloading = None  # a SnapshotDownload while fetching is paused for one
         self.leader_hw_seen = -1  # the highest HW a leader told us (disk-loss catch-up target)
         self.election_started_ms = -1  # when this group began looking for a leader (metrics)
+        self.discovery_probe = -1      # an observer's next voter to ask for the leader
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -93,6 +94,14 @@ class RaftGroup:
             self.role = Unattached(s.epoch, self._election_deadline(now_ms))
         self._arm(now_ms)
 
+    def _discover_leader(self, now_ms: int) -> None:
+        """An observer (not a voter: a broker outside the metadata quorum) finds the leader by
+        fetching from the voters in turn: a voter that does not lead answers
+        NOT_LEADER_OR_FOLLOWER naming the leader it knows, and we follow that one."""
+        self.discovery_probe += 1
+        guess = self.voters[self.discovery_probe % len(self.voters)]
+        self.become_follower(self.epoch, guess, now_ms)
+
     def stand_now(self, now_ms: int) -> None:
         """A new partition's preferred leader: stand at once instead of after a timeout."""
         if isinstance(self.role, Unattached) and self.may_stand and self.role.election_deadline_ms >= 0:
@@ -135,6 +144,9 @@ class RaftGroup:
             self.env.schedule(self, deadline)
 
     def _election_deadline(self, now_ms: int) -> int:
+        if not self.is_voter:
+            # An observer never stands; this deadline is when it next looks for the leader.
+            return now_ms + self.env.config.retry_backoff_ms
         if not self.may_stand:
             return -1
         if self.voters == (self.node_id,):
@@ -230,6 +242,9 @@ class RaftGroup:
                 if self.may_stand:
                     self._become_prospective(now_ms)
                     return
+                if not self.is_voter:
+                    self._discover_leader(now_ms)
+                    return
         elif isinstance(r, Follower):
             if r.fetch_deadline_ms <= now_ms:
                 heard = self.env.last_heard_from(r.leader_id)
@@ -237,6 +252,9 @@ class RaftGroup:
                     r.fetch_deadline_ms = heard + self.env.config.fetch_timeout_ms
                 elif self.may_stand:
                     self._become_prospective(now_ms)
+                    return
+                elif not self.is_voter:
+                    self.become_unattached(self.epoch, now_ms)  # look for the leader again
                     return
                 else:
                     r.fetch_deadline_ms = now_ms + self.env.config.fetch_timeout_ms

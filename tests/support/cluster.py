@@ -28,10 +28,12 @@ HOST = "127.0.0.1"
 
 class KraftdCluster:
     def __init__(self, tmp_path, nodes: int = 3, *, proxies: bool = False, extra_args=(), env: dict | None = None,
-                 voters: bool = True) -> None:
-        """voters=False starts each node without --voters (a standalone server, for nodes=1)."""
+                 voters: bool = True, voter_ids=None) -> None:
+        """voters=False starts each node without --voters (a standalone server, for nodes=1);
+        voter_ids: the metadata quorum's voters (default: every node); the others join as brokers."""
         self.tmp_path = Path(tmp_path)
         self.ids = list(range(1, nodes + 1))
+        self.voter_ids = list(voter_ids) if voter_ids is not None else list(self.ids)
         self._proxies: dict[tuple[int, int], TcpProxy] = {}
         with ExitStack() as reserved:
             # Held until the proxies are bound, so no proxy takes a node's port (bind(0) does not
@@ -58,7 +60,7 @@ class KraftdCluster:
         """The --voters value node `node_id` is started with: "1@host:port,2@host:port,..."."""
         def address(j: int) -> str:
             return self._proxies[node_id, j].address if (node_id, j) in self._proxies else self.node(j)
-        return ",".join(f"{j}@{address(j)}" for j in self.ids)
+        return ",".join(f"{j}@{address(j)}" for j in self.voter_ids)
 
     def node(self, i: int) -> str:
         """Node i's real Kafka listener, "127.0.0.1:port"."""
