@@ -1,0 +1,42 @@
+"""Observers: a node that is not a voter of a group (a broker outside the metadata quorum)
+never stands, and finds the leader by fetching from the voters in turn."""
+from __future__ import annotations
+
+from kraftd.protocol import api
+from kraftd.protocol.errors import ErrorCode
+
+from .raft_context import RaftTestContext
+
+
+def observer() -> RaftTestContext:
+    return RaftTestContext.builder(local_id=4, voters=(1, 2, 3)).with_unknown_leader(0).build()
+
+
+def test_an_observer_never_stands_and_asks_the_voters_for_the_leader():
+    ctx = observer()
+    ctx.advance(10 * ctx.election_timeout_ms)
+    assert ctx.sent(api.VOTE) == []
+    probe = ctx.sent(api.FETCH)[-1]
+    assert probe.destination in (1, 2, 3)
+    # A voter that does not lead names the leader it follows: the observer follows that one.
+    ctx.clear_sent()
+    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
+    ctx.poll()
+    ctx.assert_role("Follower", 5)
+    assert ctx.group.leader_id == 3
+    ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1, to=3)
+
+
+def test_an_observer_whose_leader_went_silent_looks_again_instead_of_waiting_forever():
+    ctx = observer()
+    ctx.advance(ctx.election_timeout_ms)
+    probe = ctx.sent(api.FETCH)[-1]
+    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
+    ctx.poll()
+    ctx.assert_role("Follower", 5)
+    ctx.clear_sent()
+    for _ in range(2 * ctx.fetch_timeout_ms // 100):  # leader 3 never answers
+        ctx.advance(100)
+    asked = {s.destination for s in ctx.sent(api.FETCH)}
+    assert asked - {3}, f"only asked {asked}"
+    assert ctx.sent(api.VOTE) == []
