@@ -336,6 +336,7 @@ _API_OF = {
     "MetadataRequest": api.METADATA, "ApiVersionsRequest": api.API_VERSIONS, "CreateTopicsRequest": api.CREATE_TOPICS,
     "InitProducerIdRequest": api.INIT_PRODUCER_ID, "OffsetForLeaderEpochRequest": api.OFFSET_FOR_LEADER_EPOCH,
     "DeleteRecordsRequest": api.DELETE_RECORDS, "FindCoordinatorRequest": api.FIND_COORDINATOR,
+    "DeleteTopicsRequest": api.DELETE_TOPICS,
 }
 
 __all__ = ["FetchClient", "NodeTestContext", "batch_of", "values_in", "NoResponse", "Park", "Respond", "START_MS"]
