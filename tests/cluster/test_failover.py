@@ -1,0 +1,279 @@
+"""Acceptance: a leader killed under an idempotent acks=all producer loses nothing and duplicates
+nothing. Three nodes, a topic of 6 partitions with 3 replicas; sequence-numbered records flow from
+confluent-kafka while the node leading most partitions is SIGKILLed; afterwards every
+acknowledged record is in the logs exactly once, at the offset its delivery report gave, and the
+three replicas' logs are identical below the high watermark.
+
+The pieces the chaos test shares (the producer thread, topic set-up, the final checks) live here.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from tests.cluster.replica_logs import (Ack, assert_acked_exactly_once, assert_replicas_identical_below_hw,
+                                        end_offsets, first_difference, high_watermark, metadata,
+                                        read_replica_logs)
+from tests.support.cluster import KraftdCluster
+from tests.support.waiting import poll_until, wait_until
+
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]
+
+TOPIC = "failover"
+PARTITIONS = 6
+
+
+def key_of(seq: int) -> bytes:
+    return b"%010d" % seq
+
+
+def value_of(seq: int) -> bytes:
+    return b"seq=%d;" % seq + b"x" * 64
+
+
+# -- cluster set-up -----------------------------------------------------------------------------
+
+def wait_brokers_registered(cluster: KraftdCluster, timeout: float = 30.0) -> None:
+    """Until every running node's Metadata lists every running broker: brokers register after the
+    metadata quorum elects, and a CreateTopics with RF=3 sent earlier is refused."""
+    cluster.wait_ready(timeout)
+    running = cluster.running()
+
+    def registered():
+        try:
+            return all(sorted(metadata(cluster.node(i), TOPIC).brokers) == running for i in running)
+        except OSError:
+            return False
+
+    wait_until(registered, timeout, f"every node to list brokers {running}", interval=0.1)
+
+
+def create_topic(cluster: KraftdCluster, topic: str, partitions: int, rf: int, timeout: float = 60.0) -> None:
+    """CreateTopics through confluent-kafka's AdminClient, retried while the controller settles;
+    then until every node agrees on a leader for every partition and its ISR is full."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    deadline = time.monotonic() + timeout
+    while True:
+        future = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=10, request_timeout=15)
+        try:
+            future[topic].result(timeout=20)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                break
+            if time.monotonic() > deadline:
+                raise
+            print(f"create_topics {topic}: {exc}; retrying")
+            time.sleep(0.5)
+    wait_leaders_agreed(cluster, topic, partitions, rf, deadline - time.monotonic())
+
+
+def wait_leaders_agreed(cluster: KraftdCluster, topic: str, partitions: int, isr: int, timeout: float) -> dict[int, int]:
+    """Until every running node names the same leader for each partition with an ISR of `isr`
+    nodes; returns {partition: leader}."""
+    def agreed():
+        views = []
+        for i in cluster.running():
+            try:
+                views.append(metadata(cluster.node(i), topic).partitions)
+            except OSError:
+                return None
+        leaders = {p: {v[p].leader for v in views if p in v} for p in range(partitions)}
+        if any(len(ls) != 1 or min(ls) < 0 or any(p not in v for v in views) for p, ls in leaders.items()):
+            return None
+        if any(len(v[p].isr) < isr for v in views for p in range(partitions)):
+            return None
+        return {p: ls.pop() for p, ls in leaders.items()}
+
+    try:
+        return wait_until(agreed, max(timeout, 1), f"leaders of {topic} agreed with ISR {isr}", interval=0.1)
+    except AssertionError:
+        raise AssertionError(f"{topic}: no agreed leaders:\n" + tails(cluster)) from None
+
+
+def leaders(cluster: KraftdCluster, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, int]:
+    """{partition: leader} from the first running node whose Metadata names a leader for every
+    partition. Odd answers on the way are printed."""
+    def answer():
+        for i in cluster.running():
+            try:
+                view = metadata(cluster.node(i), topic)
+            except OSError as exc:
+                print(f"Metadata from node {i}: {exc!r}")
+                continue
+            found = {p: s.leader for p, s in view.partitions.items()}
+            if view.topic_error or len(found) != partitions or min(found.values()) < 0:
+                print(f"Metadata from node {i}: topic error {view.topic_error}, partitions {view.partitions}")
+            else:
+                return found
+        return None
+
+    found = poll_until(answer, timeout, interval=0.1)
+    assert found, f"no node named a leader for every partition of {topic} within {timeout}s\n" + tails(cluster)
+    return found
+
+
+def tails(cluster: KraftdCluster, lines: int = 40) -> str:
+    return "\n".join(cluster.logs(i, tail=lines) for i in cluster.ids)
+
+
+# -- the producer -------------------------------------------------------------------------------
+
+class SequenceProducer:
+    """A confluent-kafka idempotent acks=all producer on its own thread, sending record n (key
+    `key_of(n)`, value `value_of(n)`) at about `rate` records/s, partitioned by the client's
+    default partitioner. Delivery reports are collected as Acks (success) or failures."""
+
+    def __init__(self, bootstrap: str, topic: str, *, rate: int = 1000, **config) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.rate = rate
+        self.acks: list[Ack] = []
+        self.failures: list[tuple[int, str]] = []    # (seq, error) from delivery reports
+        self.client_errors: list[tuple[float, str, bool]] = []  # (time, error, fatal) from error_cb
+        self.sent = 0
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                   "linger.ms": 5, "error_cb": self._on_error, **config})
+        self._thread = threading.Thread(target=self._run, name="sequence-producer", daemon=True)
+
+    def start(self) -> "SequenceProducer":
+        self._thread.start()
+        return self
+
+    def _on_error(self, err) -> None:
+        self.client_errors.append((time.monotonic(), str(err), err.fatal()))
+
+    def _delivered(self, seq: int):
+        def report(err, msg) -> None:
+            if err is not None:
+                self.failures.append((seq, str(err)))
+            else:
+                self.acks.append(Ack(key_of(seq), msg.partition(), msg.offset(), time.monotonic()))
+        return report
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - started) * self.rate)  # records that should be out by now
+            while self.sent < due and not self._stop.is_set():
+                try:
+                    self._producer.produce(self.topic, key=key_of(self.sent), value=value_of(self.sent),
+                                           on_delivery=self._delivered(self.sent))
+                except BufferError:  # the local queue is full: serve reports, then try again
+                    self._producer.poll(0.05)
+                    continue
+                self.sent += 1
+            self._producer.poll(0.005)
+
+    def stop(self, flush_timeout: float = 120.0) -> int:
+        """Stop producing and flush; the number of records still undelivered (0 when every record
+        has its delivery report)."""
+        self._stop.set()
+        self._thread.join(10)
+        left = self._producer.flush(flush_timeout)
+        return left
+
+    def fatal_errors(self) -> list:
+        return [e for e in self.client_errors if e[2]]
+
+    def summary(self) -> str:
+        errors = Counter(e for _, e, _ in self.client_errors)
+        return (f"sent {self.sent}, acknowledged {len(self.acks)}, failed {len(self.failures)}; "
+                f"client errors: {dict(errors) or 'none'}")
+
+
+# -- the final checks -----------------------------------------------------------------------------
+
+def wait_replicas_identical(cluster: KraftdCluster, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, int]:
+    """Until, for every partition, the leader answers a HW and all replicas' logs reach it and
+    agree below it; returns {partition: HW}. On timeout the assertion names what still differs."""
+    dirs = {i: cluster.tmp_path / f"node{i}" for i in cluster.ids}
+    addresses = [cluster.node(i) for i in cluster.running()]
+    state: dict[int, str] = {}
+    hws: dict[int, int] = {}
+
+    def settled():
+        for p in range(partitions):
+            found = high_watermark(addresses, topic, p)
+            if found is None:
+                state[p] = "no node leads it"
+                continue
+            leader, hw = found
+            difference = first_difference(read_replica_logs(dirs, topic, p), hw)
+            if difference is None:
+                hws[p] = hw
+                state.pop(p, None)
+            else:
+                state[p] = f"leader {leader}, {difference}"
+        return not state
+
+    try:
+        wait_until(settled, timeout, "replicas to catch up", interval=0.25)
+    except AssertionError:
+        raise AssertionError(f"replicas of {topic} did not converge in {timeout}s:\n"
+                             + "\n".join(f"partition {p}: {s}" for p, s in sorted(state.items()))
+                             + f"\nlog ends: { {p: end_offsets(dirs, topic, p) for p in range(partitions)} }\n"
+                             + tails(cluster)) from None
+    return hws
+
+
+def check_logs(cluster: KraftdCluster, topic: str, partitions: int, acks: list[Ack], hws: dict[int, int]) -> dict:
+    """Replicas identical below each HW; every acknowledged record there exactly once, in report
+    order, and no other data record (call it when every record sent was acknowledged); returns
+    {partition: entries below the HW}."""
+    dirs = {i: cluster.tmp_path / f"node{i}" for i in cluster.ids}
+    logs = {p: assert_replicas_identical_below_hw(dirs, topic, p, hws[p]) for p in range(partitions)}
+    assert_acked_exactly_once(logs, acks, nothing_else=True)
+    entries = [e for es in logs.values() for e in es]
+    print(f"HWs {dict(sorted(hws.items()))}: {len(entries)} offsets ({sum(e.control for e in entries)} control) "
+          f"identical on {len(dirs)} replicas; {len(acks)} acknowledged records each found once")
+    return logs
+
+
+# -- the test -------------------------------------------------------------------------------------
+
+def test_leader_killed_under_idempotent_producer_loses_and_duplicates_nothing(tmp_path):
+    with KraftdCluster(tmp_path, nodes=3) as cluster:
+        wait_brokers_registered(cluster)
+        create_topic(cluster, TOPIC, PARTITIONS, 3)
+        producer = SequenceProducer(cluster.bootstrap(), TOPIC).start()
+        time.sleep(3)
+
+        before = leaders(cluster, TOPIC, PARTITIONS)
+        victim, led = Counter(before.values()).most_common(1)[0]
+        victim_partitions = {p for p, leader in before.items() if leader == victim}
+        acked_before = len(producer.acks)
+        killed_at = time.monotonic()
+        cluster.kill(victim)
+        print(f"\nkilled node {victim} (leader of {led} partitions {sorted(victim_partitions)}; "
+              f"leaders {before}) after {acked_before} acknowledgements")
+        time.sleep(8)
+        left = producer.stop()
+        print(producer.summary())
+        after = [a for a in producer.acks if a.at > killed_at]
+        first = min((a.at for a in after), default=None)
+        first_moved = min((a.at for a in after if a.partition in victim_partitions), default=None)
+        print(f"kill -> first acknowledgement: "
+              f"{'none' if first is None else f'{(first - killed_at) * 1000:.0f} ms'}; "
+              f"on a partition the killed node led: "
+              f"{'none' if first_moved is None else f'{(first_moved - killed_at) * 1000:.0f} ms'}")
+        print(f"leaders after the kill: {leaders(cluster, TOPIC, PARTITIONS)}")
+
+        assert left == 0, f"{left} records without a delivery report after flush; {producer.summary()}\n" \
+                          + tails(cluster)
+        assert not producer.failures, f"failed deliveries (first 10): {producer.failures[:10]}; {producer.summary()}"
+        assert not producer.fatal_errors(), f"fatal client errors: {producer.fatal_errors()}"
+        assert len(producer.acks) == producer.sent
+        assert first_moved is not None, "nothing acknowledged on the killed leader's partitions after the kill"
+
+        cluster.start(victim)
+        hws = wait_replicas_identical(cluster, TOPIC, PARTITIONS)
+        check_logs(cluster, TOPIC, PARTITIONS, producer.acks, hws)
