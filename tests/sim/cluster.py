@@ -8,6 +8,7 @@ import uuid
 
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
+from kraftd.quorum.metadata.plane import METADATA_TOPIC
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
@@ -40,9 +41,13 @@ class SimNode:
 
     def boot(self, now_ms: int, *, rejoining: bool = False) -> None:
         self.incarnation += 1
+        # Every node is a voter of the metadata quorum (the real cluster's controller, broker
+        # registrations, leadership reports and producer-id blocks run under the faults too);
+        # the data topics are placed out of band, as the seed drew them.
         config = NodeConfig(node_id=self.id, fsync_policy="acks_all", retention_check_interval_ms=500,
                             snapshot_max_bytes_between=3000, snapshot_min_changed_records_ratio=0.0,
-                            snapshot_start_offset_lag_time_max_ms=2000)
+                            snapshot_start_offset_lag_time_max_ms=2000, broker_session_timeout_ms=2000,
+                            voters={i: ("sim", 9092) for i in self.sim.nodes})
         seed = self.sim.rng.getrandbits(64)
         session_rng = random.Random(seed ^ 0x5EED)
         self.node = Node(config, catalog=self.disk.catalog, election_store=self.disk.elections,
@@ -57,7 +62,7 @@ class SimNode:
         self.parked.clear()
         self.persisting = self.flushing = False
         self.node.start(now_ms)
-        if not self.disk.catalog.all():
+        if not [t for t in self.disk.catalog.all() if t.name != METADATA_TOPIC]:
             for name, topic_id, assignments in self.sim.topics:
                 if any(self.id in a for a in assignments):
                     self.node.create_replicated_topic(name, topic_id, assignments, self.sim.topic_configs[name],
@@ -102,6 +107,14 @@ class Simulation:
         self.events_run = 0
         self.fault_log: list[str] = []
         self.observers: list = []  # called after every event (invariant checks)
+
+    def voters_of(self, topic: str) -> tuple:
+        if topic == METADATA_TOPIC:
+            return tuple(self.nodes)
+        return next(a[0] for t, _, a in self.topics if t == topic)
+
+    def metadata_groups(self) -> list:
+        return [(METADATA_TOPIC, tuple(self.nodes))]
 
     # -- scheduling ----------------------------------------------------------------------------
     def at(self, time_ms: int, kind: str, *payload) -> None:
@@ -189,7 +202,7 @@ class Simulation:
         if sn.node is None:
             return
         if message.is_request:
-            client_id = f"node-{message.source}" if isinstance(message.source, int) else message.source
+            client_id = f"kraftd-node-{message.source}" if isinstance(message.source, int) else message.source
             header = m.RequestHeader(request_api_key=message.api_key, request_api_version=message.api_version,
                                      correlation_id=message.correlation_id, client_id=client_id)
             outcome = sn.node.handle(header, message.body, self.now, f"{client_id}:1")

@@ -1,7 +1,10 @@
 """What must hold after every event of a simulation run (and, fully, at the end of it)."""
 from __future__ import annotations
 
+from kraftd.protocol.metadata_records import decode_metadata_record, encode_metadata_record
 from kraftd.protocol.records import decode_records, iter_batch_headers
+from kraftd.quorum.metadata.image import MetadataImage
+from kraftd.quorum.metadata.plane import METADATA_TOPIC
 
 
 def _header_at(log, offset: int):
@@ -22,6 +25,36 @@ def _header_at(log, offset: int):
                 return headers[lo]
             return None
     return None
+
+
+def _replayed(key, records, end_offset: int) -> dict:
+    """The state a snapshot at `end_offset` must hold: a key/value map of the committed records,
+    or for the metadata partition the image as records (one per entity)."""
+    if key[0] == METADATA_TOPIC:
+        image = MetadataImage()
+        touched: set = set()
+        for offset, _, v in records:
+            if offset >= end_offset:
+                break
+            if v is not None:
+                touched.update(image.replay(decode_metadata_record(bytes(v))))
+        out = {}
+        for entity in touched:
+            record = image.entity_record(entity)
+            if record is not None:
+                out[entity] = encode_metadata_record(record)
+        return out
+    expected: dict = {}
+    for offset, k, v in records:
+        if offset >= end_offset:
+            break
+        if k is None:
+            continue
+        if v is None:
+            expected.pop(bytes(k), None)
+        else:
+            expected[bytes(k)] = bytes(v)
+    return expected
 
 
 def _same_batch(h, batch) -> bool:
@@ -151,16 +184,7 @@ class Invariants:
                 if upto is None or upto < sid.end_offset:
                     continue  # the oracle does not reach it (yet)
                 self.snapshots_checked.add(seen)
-                expected: dict = {}
-                for offset, k, v in self.records.get(key, []):
-                    if offset >= sid.end_offset:
-                        break
-                    if k is None:
-                        continue
-                    if v is None:
-                        expected.pop(bytes(k), None)
-                    else:
-                        expected[bytes(k)] = bytes(v)
+                expected = _replayed(key, self.records.get(key, []), sid.end_offset)
                 actual = {bytes(k): bytes(v) for k, v in snapshots.store.reader(sid).items()}
                 if actual != expected:
                     raise Violation(f"node {sn.id} {key}: snapshot {sid} holds {len(actual)} keys, replaying the "
@@ -169,7 +193,7 @@ class Invariants:
     def _committed_on_majority(self, sim) -> None:
         """The last batch below every HW a leader announced is durably on a majority of voters."""
         for key, (hw, batch) in self.committed.items():
-            voters = next(a[0] for t, _, a in sim.topics if t == key[0])
+            voters = sim.voters_of(key[0])
             holding = 0
             for v in voters:
                 if _abstains(sim.nodes[v], key):
@@ -195,7 +219,7 @@ class Invariants:
 
     def replicas_agree(self, sim) -> None:
         """Replicas hold identical batches below the smallest HW among the live ones."""
-        for topic, _, (voters,) in sim.topics:
+        for topic, voters in [(t, a[0]) for t, _, a in sim.topics] + sim.metadata_groups():
             key = (topic, 0)
             live = [sim.nodes[v] for v in voters if sim.nodes[v].node is not None and key in sim.nodes[v].disk.logs]
             if len(live) < 2:
