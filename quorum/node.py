@@ -252,6 +252,11 @@ class Node:
         """After the image changed: host the new partitions that list us, drop deleted topics."""
         machine = self.plane.machine
         image = machine.image
+        if machine.applied_offset < self._catalog.metadata_offset:
+            # Restarted: what we host already reflects the image at a later offset than we have
+            # replayed (a snapshot plus part of the log). Acting now would bring back topics
+            # deleted since, as empty replicas; wait (the changes keep accumulating).
+            return
         if machine.reloaded:
             topic_ids = set(image.topics) | image.removed
         else:
@@ -259,12 +264,14 @@ class Node:
                          if key[:2] in (b"t/", b"p/")}
         machine.touched, machine.reloaded = set(), False
         me = self.config.node_id
+        changed = False
         for topic_id in sorted(topic_ids):
             info = image.topics.get(topic_id)
             local = self.topics.get_by_id(topic_id)
             if info is None:
                 if local is not None and topic_id in image.removed:
                     self.delete_topic(local.name)
+                    changed = True
                 continue
             if local is not None or not any(me in p.replicas for p in info.partitions.values()):
                 continue
@@ -273,6 +280,9 @@ class Node:
                 self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
             assignments = [info.partitions[i].replicas for i in range(len(info.partitions))]
             self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms)
+            changed = True
+        if changed:  # (a file write: only when what we host changed)
+            self._catalog.set_metadata_offset(machine.applied_offset)
 
     def _controller_appended(self, partition) -> None:
         self._ctx.appended[partition.key] = partition

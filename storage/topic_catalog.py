@@ -34,9 +34,13 @@ class TopicCatalog:
         os.makedirs(self.data_dir, exist_ok=True)
         self._path = os.path.join(self.data_dir, CATALOG_FILE)
         self._topics: dict[str, TopicInfo] = {}
+        # In a cluster: the metadata offset the hosted topics were last reconciled with.
+        self.metadata_offset = 0
         if os.path.exists(self._path):
             with open(self._path, "rb") as f:
-                for name, t in json.loads(f.read())["topics"].items():
+                doc = json.loads(f.read())
+                self.metadata_offset = int(doc.get("metadata_offset", 0))
+                for name, t in doc["topics"].items():
                     assignments = t.get("assignments")
                     self._topics[name] = TopicInfo(
                         name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t["configs"]),
@@ -77,6 +81,11 @@ class TopicCatalog:
         self._save()
         return info
 
+    def set_metadata_offset(self, offset: int) -> None:
+        if offset != self.metadata_offset:
+            self.metadata_offset = offset
+            self._save()
+
     def get(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
 
@@ -107,6 +116,7 @@ class TopicCatalog:
     def _save(self) -> None:
         doc = {
             "version": 1,
+            **({"metadata_offset": self.metadata_offset} if self.metadata_offset else {}),
             "topics": {
                 t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs,
                          **({"assignments": [list(a) for a in t.assignments]} if t.assignments else {})}

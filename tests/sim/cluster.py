@@ -104,17 +104,37 @@ class Simulation:
             # Every other group keeps state: KIP-630 snapshots, log start gated by the replicas.
             self.topic_configs[f"t{g}"] = {"cleanup.policy": "snapshot"} if g % 2 == 1 or groups == 1 and seed % 2 else {}
         self.clients: dict = {}
+        self.admin_problems: list[str] = []
+        self.removed_topic_ids: set = set()
         self.events_run = 0
         self.fault_log: list[str] = []
         self.observers: list = []  # called after every event (invariant checks)
 
     def voters_of(self, topic: str) -> tuple:
+        """A group's voters: the seed's placement, all nodes for the metadata, else (a topic an
+        admin created through the controller) the replicas the image names; () once deleted."""
         if topic == METADATA_TOPIC:
             return tuple(self.nodes)
-        return next(a[0] for t, _, a in self.topics if t == topic)
+        for t, _, a in self.topics:
+            if t == topic:
+                return a[0]
+        return self.admin_topics().get(topic, ())
+
+    def admin_topics(self) -> dict:
+        """Topics created through the controller and not deleted: name -> replicas (any image)."""
+        images = [sn.node.plane.image for sn in self.nodes.values() if sn.node is not None and sn.node.plane]
+        for image in images:  # a committed deletion is for good, even if the nodes that saw it are down
+            self.removed_topic_ids |= image.removed
+        removed = self.removed_topic_ids
+        out: dict = {}
+        for image in images:
+            for topic in image.topics.values():
+                if topic.name not in out and 0 in topic.partitions and topic.topic_id not in removed:
+                    out[topic.name] = tuple(topic.partitions[0].replicas)
+        return out
 
     def metadata_groups(self) -> list:
-        return [(METADATA_TOPIC, tuple(self.nodes))]
+        return [(METADATA_TOPIC, tuple(self.nodes))] + sorted(self.admin_topics().items())
 
     # -- scheduling ----------------------------------------------------------------------------
     def at(self, time_ms: int, kind: str, *payload) -> None:

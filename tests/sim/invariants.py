@@ -194,6 +194,8 @@ class Invariants:
         """The last batch below every HW a leader announced is durably on a majority of voters."""
         for key, (hw, batch) in self.committed.items():
             voters = sim.voters_of(key[0])
+            if not voters:
+                continue  # a deleted topic
             holding = 0
             for v in voters:
                 if _abstains(sim.nodes[v], key):

@@ -14,7 +14,7 @@ from kraftd.quorum.raft.group import SafetyViolation
 from .cluster import Simulation
 from .faults import FaultRates
 from .invariants import Invariants, Violation
-from .workload import Consumer, Producer
+from .workload import Admin, Consumer, Producer
 
 SAFETY_MS = 12_000
 LIVENESS_MS = 15_000   # a leader must emerge and every replica converge within this
@@ -59,9 +59,10 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     producers = [Producer("p-all", 1000, -1, sim.topics, random.Random(seed + 1), 37),
                  Producer("p-one", -1, 1, sim.topics, random.Random(seed + 2), 53)]
     consumer = Consumer("c-320", sim.topics, random.Random(seed + 3))
+    admin = Admin("admin", random.Random(seed + 4), replication_factor=min(3, nodes))
     try:
         sim.boot_all()
-        for p in producers + [consumer]:
+        for p in producers + [consumer, admin]:
             sim.clients[p.name] = p
             sim.at(200, "client", p.name)
         _schedule_faults(sim, rates, safety_ms)
@@ -69,6 +70,9 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         # Liveness: heal everything, bring every node back, stop producing new records.
         sim.network.heal()
         sim.network.faults_off()
+        if sim.rates.crash_after_vote:
+            import dataclasses
+            sim.rates = dataclasses.replace(sim.rates, crash_after_vote=0.0)  # buggify ends with the faults
         sim.log_fault("liveness phase: network healed, faults off")
         for sn in sim.nodes.values():
             if sn.node is None:
@@ -76,16 +80,18 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         for p in producers:
             p.active = False
         consumer.active = False
+        admin.active = False
         deadline = sim.now + liveness_ms
         while sim.now < deadline:
             sim.run_until(sim.now + 250)
-            if _converged(sim) and not any(p.in_flight for p in producers):
+            if _converged(sim) and not any(p.in_flight for p in producers) and admin.pending is None:
                 break
         else:
             raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}")
         invariants.replicas_agree(sim)
         invariants.acknowledged_survive(sim, producers)
         invariants.consumer_read_committed(consumer)
+        _check_admin(sim, admin)
     except (Violation, SafetyViolation) as exc:
         result.ok = False
         result.error = f"{type(exc).__name__}: {exc}"
@@ -123,8 +129,25 @@ def _schedule_faults(sim, rates: FaultRates, until_ms: int) -> None:
             sim.at(t, "crash", rng.choice(list(sim.nodes)), lose)
 
 
+def _check_admin(sim, admin) -> None:
+    """Every committed creation is hosted by the replicas the image names; every committed
+    deletion left no replica behind; the admin saw no unexpected error."""
+    if sim.admin_problems:
+        raise Violation("; ".join(sim.admin_problems[:5]))
+    live = sim.admin_topics()
+    for topic in admin.created:
+        gone = topic in admin.deleted
+        if gone == (topic in live):
+            raise Violation(f"admin topic {topic}: deleted={gone} but the image has it={topic in live}")
+        for sn in sim.nodes.values():
+            hosted = sn.node.topics.get(topic) is not None
+            if hosted != (not gone and sn.id in live.get(topic, ())):
+                raise Violation(f"admin topic {topic}: node {sn.id} hosts it={hosted}, deleted={gone}, "
+                                f"replicas {live.get(topic)}")
+
+
 def _converged(sim) -> bool:
-    for topic, _, (voters,) in sim.topics:
+    for topic, voters in [(t, a[0]) for t, _, a in sim.topics] + sim.metadata_groups():
         key = (topic, 0)
         leader = None
         for v in voters:

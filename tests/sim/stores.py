@@ -16,6 +16,10 @@ class MemoryTopicCatalog:
     def __init__(self, cluster_id: str) -> None:
         self._cluster_id = cluster_id
         self._topics: dict[str, TopicInfo] = {}
+        self.metadata_offset = 0
+
+    def set_metadata_offset(self, offset: int) -> None:
+        self.metadata_offset = offset
 
     def create(self, name, partitions, configs=None, topic_id=None, assignments=None) -> TopicInfo:
         if name in self._topics:
@@ -27,6 +31,15 @@ class MemoryTopicCatalog:
 
     def all(self) -> list[TopicInfo]:
         return list(self._topics.values())
+
+    def delete(self, name) -> TopicInfo:
+        """The node deleted the topic: its catalog entry and its logs are gone from this disk."""
+        info = self._topics.pop(name)
+        self.on_delete(name)
+        return info
+
+    def on_delete(self, name) -> None:
+        pass
 
     def get(self, name):
         return self._topics.get(name)
@@ -51,6 +64,7 @@ class Disk:
 
     def __init__(self, cluster_id: str) -> None:
         self.catalog = MemoryTopicCatalog(cluster_id)
+        self.catalog.on_delete = self._drop_topic
         self.elections = MemoryElectionStore()
         self.producer_ids = MemoryStateFile()
         self.logs: dict = {}
@@ -64,6 +78,12 @@ class Disk:
 
     def discard(self) -> None:
         shutil.rmtree(self.snapshot_root, ignore_errors=True)
+
+    def _drop_topic(self, name) -> None:
+        for key in [k for k in self.logs if k[0] == name]:
+            del self.logs[key]
+        for key in [k for k in self.snapshot_stores if k[0] == name] if isinstance(self.snapshot_stores, dict) else []:
+            del self.snapshot_stores[key]
 
     def open_log(self, topic, index, config) -> MemoryLog:
         log = self.logs.get((topic, index))

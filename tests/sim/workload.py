@@ -184,3 +184,75 @@ class Consumer:
             offset = h.next_offset
         if self.leader[key][0] != node:
             self.leader[key] = (node, self.leader[key][1])
+
+
+CREATE_TOPICS_VERSION = 5
+DELETE_TOPICS_VERSION = 4
+ADMIN_RETRIABLE = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.INVALID_REPLICATION_FACTOR,
+                   ErrorCode.LEADER_NOT_AVAILABLE}
+
+
+class Admin:
+    """Creates topics through random nodes (forwarded to the controller, placed, committed,
+    hosted by the replicas the image names) and deletes every other one again, retrying each
+    request until it succeeds, as an admin client does. Names are never reused."""
+
+    def __init__(self, name: str, rng, replication_factor: int, every_ms: int = 700) -> None:
+        self.name = name
+        self.rng = rng
+        self.replication_factor = replication_factor
+        self.every_ms = every_ms
+        self.created: list[str] = []       # committed creations, in order
+        self.deleted: set[str] = set()     # committed deletions
+        self.pending = None                # (kind, topic, correlation, sent_ms)
+        self.correlation = 0
+        self.active = True
+
+    def tick(self, sim) -> None:
+        if self.pending is not None and sim.now - self.pending[3] >= 3 * REQUEST_TIMEOUT_MS:
+            self.pending = (*self.pending[:3], -1)  # timed out: send it again, maybe elsewhere
+        if self.pending is not None and self.pending[3] >= 0:
+            pass
+        elif self.pending is not None:
+            self._send(sim, *self.pending[:2])
+        elif self.active:
+            doomed = [t for i, t in enumerate(self.created) if i % 2 == 0 and t not in self.deleted]
+            if doomed and self.rng.random() < 0.4:
+                self._send(sim, "delete", doomed[0])
+            else:
+                self._send(sim, "create", f"a{len(self.created)}")
+        if self.active or self.pending is not None:
+            sim.at(sim.now + self.every_ms, "client", self.name)
+
+    def _send(self, sim, kind: str, topic: str) -> None:
+        self.correlation += 1
+        node = self.rng.choice(list(sim.nodes))
+        if kind == "create":
+            request = m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+                name=topic, num_partitions=1, replication_factor=self.replication_factor, assignments=[],
+                configs=[])], timeout_ms=2 * REQUEST_TIMEOUT_MS, validate_only=False)
+            key, version = api.CREATE_TOPICS, CREATE_TOPICS_VERSION
+        else:
+            request = m.DeleteTopicsRequest(topic_names=[topic], timeout_ms=2 * REQUEST_TIMEOUT_MS)
+            key, version = api.DELETE_TOPICS, DELETE_TOPICS_VERSION
+        self.pending = (kind, topic, self.correlation, sim.now)
+        sim.send(Message(self.name, node, True, key, version, self.correlation, request))
+
+    def on_response(self, sim, message: Message) -> None:
+        if self.pending is None or message.correlation_id != self.pending[2]:
+            return
+        kind, topic = self.pending[:2]
+        results = message.body.topics if kind == "create" else message.body.responses
+        error = results[0].error_code
+        done = {"create": (0, ErrorCode.TOPIC_ALREADY_EXISTS),
+                "delete": (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}[kind]
+        if error in done:
+            if kind == "create":
+                self.created.append(topic)
+            else:
+                self.deleted.add(topic)
+            self.pending = None
+        else:
+            if error not in ADMIN_RETRIABLE:
+                sim.admin_problems.append(f"{kind} {topic}: unexpected error {error}")
+            self.pending = (kind, topic, self.pending[2], -1)
