@@ -46,10 +46,21 @@ def leader_epoch_error(requested: int, ours: int) -> ErrorCode:
     return ErrorCode.FENCED_LEADER_EPOCH if requested < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def missing_partition_error(ctx: HandlerContext, topic: str, index: int) -> ErrorCode:
+    """A partition this node holds no replica of: NOT_LEADER_OR_FOLLOWER if the cluster has it
+    (the client refreshes its metadata and goes to the leader), else UNKNOWN_TOPIC_OR_PARTITION."""
+    plane = ctx.plane
+    if plane is not None:
+        info = plane.image.topic(topic)
+        if info is not None and index in info.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def find_partition(ctx: HandlerContext, topic: str, index: int, current_leader_epoch: int = -1):
     """(partition or None, error): unknown partition, else the KIP-320 epoch check — which comes
     before any other per-partition check."""
     partition = ctx.topics.partition(topic, index)
     if partition is None:
-        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None, missing_partition_error(ctx, topic, index)
     return partition, leader_epoch_error(current_leader_epoch, partition.leader_epoch)

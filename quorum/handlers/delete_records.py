@@ -5,6 +5,7 @@ from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import DeleteRecordsResponse
 
 from ..outcomes import Respond
+from .context import missing_partition_error
 
 TopicOut = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionOut = DeleteRecordsResponse.DeleteRecordsPartitionResult
@@ -21,7 +22,7 @@ def _delete(ctx, topic: str, wanted):
     partition = ctx.topics.partition(topic, wanted.partition_index)
     if partition is None:
         return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1,
-                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                            error_code=missing_partition_error(ctx, topic, wanted.partition_index))
     if partition.config.is_snapshot_policy:
         # KIP-630 topics move their log start only behind snapshots.
         return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1,

@@ -82,6 +82,8 @@ def _partition_fetch(topics, version, topic_key, index, partition, fetch_offset,
         partition = topic.partitions[index]
     if partition is not None:
         error = ErrorCode.NONE
+    elif topic is not None and 0 <= index < len(topic.partitions):
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the cluster's partition, held by other brokers
     else:
         error = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return PartitionFetch(

@@ -8,6 +8,7 @@ from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..outcomes import NoResponse, Park, Respond
 from ..topics import TopicError
+from .context import missing_partition_error
 
 TopicOut = ProduceResponse.TopicProduceResponse
 PartitionOut = ProduceResponse.PartitionProduceResponse
@@ -57,7 +58,7 @@ def _append(ctx, topic: str, data, now_ms: int):
             return _error(data.index, ErrorCode[exc.error_name], str(exc)), None, 0
         partition = ctx.topics.partition(topic, data.index)
     if partition is None:
-        return _error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None, 0
+        return _error(data.index, missing_partition_error(ctx, topic, data.index)), None, 0
     if not partition.is_leader:
         return _error(data.index, ErrorCode.NOT_LEADER_OR_FOLLOWER), None, 0
     if data.records is None or len(data.records) == 0:
