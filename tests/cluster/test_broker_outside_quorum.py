@@ -6,6 +6,11 @@ import time
 
 import pytest
 
+from kraftd.client import WireClient
+from kraftd.protocol import api
+from kraftd.protocol import messages as m
+from kraftd.protocol.errors import ErrorCode
+from kraftd.protocol.records import build_batch
 from tests.support.cluster import KraftdCluster
 
 kafka = pytest.importorskip("kafka")  # dev dependency: installed by `make test`
@@ -52,5 +57,22 @@ def test_a_broker_outside_the_voters_registers_and_holds_replicas(tmp_path):
         consumer.seek_to_beginning()
         got = sorted(int(r.value) for r in consumer)
         consumer.close()
+        # A partition node 4 holds no replica of: NOT_LEADER_OR_FOLLOWER, so clients refresh
+        # their metadata (not UNKNOWN_TOPIC_OR_PARTITION).
+        elsewhere = [p["partition_index"] for p in admin.describe_topics(["wide"])[0]["partitions"]
+                     if 4 not in p["replica_nodes"]]
         admin.close()
         assert got == list(range(400))
+        assert _raw_produce_error(cluster.node(4), "wide", elsewhere[0]) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def _raw_produce_error(address: str, topic: str, partition: int) -> int:
+    client = WireClient(address)
+    try:
+        request = m.ProduceRequest(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[m.ProduceRequest.PartitionProduceData(
+                index=partition, records=build_batch([(None, b"x", None, 1)]))])])
+        response = client.request(api.PRODUCE, 9, request)
+        return response.responses[0].partition_responses[0].error_code
+    finally:
+        client.close()
