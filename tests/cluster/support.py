@@ -110,3 +110,24 @@ def wait_cluster_ready(cluster: KraftdCluster, timeout: float = 30.0) -> int:
     except AssertionError:
         raise AssertionError("cluster not ready:\n" + "\n".join(cluster.logs(i, tail=30) for i in cluster.ids)) \
             from None
+
+
+def replica_progress(address: str, topic: str, partition: int, timeout: float = 2.0) -> dict | None:
+    """DescribeQuorum (raw) at one node: {voter: (log end, last fetch ms, last caught up ms)} as the
+    leader sees them (timestamps are the leader's wall clock, -1 unknown); None if it does not lead."""
+    from kraftd.client import WireClient
+    from kraftd.protocol import api
+    from kraftd.protocol import messages as m
+
+    client = WireClient(address, client_id="cluster-tests", timeout=timeout)
+    try:
+        response = client.request(api.DESCRIBE_QUORUM, 2, m.DescribeQuorumRequest(topics=[
+            m.DescribeQuorumRequest.TopicData(topic_name=topic, partitions=[
+                m.DescribeQuorumRequest.PartitionData(partition_index=partition)])]))
+    finally:
+        client.close()
+    p = response.topics[0].partitions[0] if response.error_code == 0 and response.topics else None
+    if p is None or p.error_code != 0:
+        return None
+    return {v.replica_id: (v.log_end_offset, v.last_fetch_timestamp, v.last_caught_up_timestamp)
+            for v in p.current_voters}

@@ -11,6 +11,7 @@ One cluster for the module; one topic per client."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import zlib
 from collections import Counter, defaultdict
@@ -32,7 +33,10 @@ TIMEOUT = 60.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with KraftdCluster(tmp_path_factory.mktemp("three-node-clients"), nodes=3) as cluster:
+    # Debug logging adds each Raft role change ("topic-p: Follower(2) -> Candidate(3)") to the
+    # logs a failure message quotes.
+    with KraftdCluster(tmp_path_factory.mktemp("three-node-clients"), nodes=3,
+                       env={"KRAFTD_LOG_LEVEL": "debug"}) as cluster:
         wait_cluster_ready(cluster)
         yield cluster
 
@@ -308,7 +312,13 @@ def wait_settled(cluster: KraftdCluster, topic: str, after: str, timeout: float 
         return not problems
 
     if not poll_until(settled, timeout, interval=0.2):
-        raise WaitTimeout(f"{topic} not settled {timeout:g} s after {after}:\n  " + "\n  ".join(problems))
+        unsettled = {int(m) for m in re.findall(r"PartitionView\(index=(\d+)", "\n".join(problems))}
+        keys = tuple(f"{topic}-{p}:" for p in sorted(unsettled))
+        history = "\n".join(f"--- node {i} ---\n" + "\n".join(
+            line for line in cluster.process(i).log_lines if any(k in line for k in keys) or "controller" in line)
+            for i in cluster.ids)
+        raise WaitTimeout(f"{topic} not settled {timeout:g} s after {after}:\n  " + "\n  ".join(problems)
+                          + f"\nRole changes of {sorted(unsettled)} and controller changes:\n{history}")
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
