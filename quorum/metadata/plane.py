@@ -212,9 +212,17 @@ class MetadataPlane:
         """The leader and the voters caught up within replica_lag_time_max_ms."""
         lag = self.config.replica_lag_time_max_ms
         progress = group.role.progress
+        log_end = group.partition.log.log_end_offset
         isr = [self.node_id]
         for voter, p in progress.by_voter.items():
-            if voter != self.node_id and p.last_caught_up_ms >= 0 and now_ms - p.last_caught_up_ms <= lag:
+            if voter == self.node_id:
+                continue
+            caught_up = p.last_caught_up_ms
+            if p.end_offset >= log_end:
+                # An incremental session fetch that does not name an idle partition says its
+                # position is unchanged: still caught up, as of that fetch.
+                caught_up = max(caught_up, group.session_fetch_ms(voter))
+            if caught_up >= 0 and now_ms - caught_up <= lag:
                 isr.append(voter)
         return sorted(isr)
 

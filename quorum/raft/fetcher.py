@@ -199,7 +199,8 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
         view = _from_log_end(view, log_.log_end_offset)
         if len(view):
             log_.append_as_follower(view)
-            stream.unflushed.add(group.key)
+            if not env.fsync_never:  # (under fsync_policy=never nothing waits for a flush)
+                stream.unflushed.add(group.key)
             env.appended(group)
     group.follower_hw(data.high_watermark, now_ms)
     env.follower_log_start(group, data.log_start_offset)
