@@ -15,6 +15,10 @@ class RaftConfig:
     fetch_max_bytes: int = 8 * 1024 * 1024
     partition_max_bytes: int = 1024 * 1024
     snapshot_chunk_bytes: int = 1024 * 1024
+    # A leader whose node refuses connections (or resets them) this long, with no answer since,
+    # is gone: its followers stand without waiting out the fetch timeout. Pre-vote keeps a
+    # follower that merely lost its own link from disrupting a leader the others still reach.
+    unreachable_grace_ms: int = 300
 
     @property
     def check_quorum_ms(self) -> int:

@@ -32,6 +32,7 @@ class FetchStream:
         self.in_flight = False
         self.next_send_ms = 0
         self.last_success_ms = -1
+        self.unreachable_since_ms = -1    # the leader's node refused or reset us since then
         self.unflushed: set = set()       # keys appended to and not yet durable
         self.requests = 0
         self.named_none = False           # the last request named no partition (all paused)
@@ -115,6 +116,7 @@ class FetchStream:
             self.next_send_ms = now_ms + backoff_ms
             return
         self.last_success_ms = now_ms
+        self.unreachable_since_ms = -1
         if self.session_epoch == 0:
             self.session_id = response.session_id
             self.session_epoch = 1 if response.session_id else 0

@@ -94,6 +94,13 @@ class RaftGroup:
             self.role = Unattached(s.epoch, self._election_deadline(now_ms))
         self._arm(now_ms)
 
+    def leader_unreachable(self, deadline_ms: int, now_ms: int) -> None:
+        """Our leader's node cannot be reached: time out at `deadline_ms` unless it answers."""
+        r = self.role
+        if isinstance(r, Follower) and deadline_ms < r.fetch_deadline_ms:
+            r.fetch_deadline_ms = deadline_ms
+            self._arm(now_ms)
+
     def _discover_leader(self, now_ms: int) -> None:
         """An observer (not a voter: a broker outside the metadata quorum) finds the leader by
         fetching from the voters in turn: a voter that does not lead answers
@@ -248,7 +255,8 @@ class RaftGroup:
         elif isinstance(r, Follower):
             if r.fetch_deadline_ms <= now_ms:
                 heard = self.env.last_heard_from(r.leader_id)
-                if heard >= 0 and now_ms - heard < self.env.config.fetch_timeout_ms:
+                if (heard >= 0 and now_ms - heard < self.env.config.fetch_timeout_ms
+                        and not self.env.leader_unreachable(r.leader_id, now_ms)):
                     r.fetch_deadline_ms = heard + self.env.config.fetch_timeout_ms
                 elif self.may_stand:
                     self._become_prospective(now_ms)
@@ -358,7 +366,8 @@ class RaftGroup:
                 # (each failed pre-vote restarting the other's fetch timer), as KIP-996's
                 # "has fetched from the leader" rule avoids.
                 heard = self.env.last_heard_from(r.leader_id)
-                if heard >= max(r.since_ms, 0) and now_ms - heard < self.env.config.fetch_timeout_ms:
+                if (heard >= max(r.since_ms, 0) and now_ms - heard < self.env.config.fetch_timeout_ms
+                        and not self.env.leader_unreachable(r.leader_id, now_ms)):
                     return 0, False
             return 0, log_ok
         if epoch > self.epoch:

@@ -221,8 +221,21 @@ class Replication:
             self._failed(self._in_flight.pop(correlation), now_ms)
 
     def on_unreachable(self, node_id: int, now_ms: int) -> None:
+        """The shell could not reach `node_id` (connection refused or reset): its requests fail
+        now, and if we follow it, its groups may stand after `unreachable_grace_ms`."""
         for correlation in [c for c, f in self._in_flight.items() if f.destination == node_id]:
             self._failed(self._in_flight.pop(correlation), now_ms)
+        stream = self.streams.get(node_id)
+        if stream is not None:
+            if stream.unreachable_since_ms < 0:
+                stream.unreachable_since_ms = now_ms
+            for group in list(stream.groups.values()):
+                group.leader_unreachable(stream.unreachable_since_ms + self.config.unreachable_grace_ms, now_ms)
+
+    def leader_unreachable(self, leader_id: int, now_ms: int) -> bool:
+        stream = self.streams.get(leader_id)
+        return (stream is not None and stream.unreachable_since_ms >= 0
+                and now_ms - stream.unreachable_since_ms >= self.config.unreachable_grace_ms)
 
     def _failed(self, flight: _InFlight, now_ms: int) -> None:
         if isinstance(flight.context, Call):

@@ -220,6 +220,10 @@ class Simulation:
             return
         sn = self.nodes[message.destination]
         if sn.node is None:
+            if message.is_request and isinstance(message.source, int):
+                # A crashed process: the sender's connection is refused (a partition, by contrast,
+                # drops messages silently).
+                self.at(self.now + 1, "unreachable", message.source, message.incarnation, message.destination)
             return
         if message.is_request:
             client_id = f"kraftd-node-{message.source}" if isinstance(message.source, int) else message.source
@@ -237,6 +241,13 @@ class Simulation:
                 assert isinstance(outcome, NoResponse)
         elif message.incarnation == sn.incarnation:  # (a connection does not outlive a restart)
             sn.node.on_response(message.source, message.correlation_id, message.body, self.now)
+        self.settle(sn)
+
+    def _on_unreachable(self, node_id: int, incarnation: int, peer: int) -> None:
+        sn = self.nodes[node_id]
+        if sn.node is None or sn.incarnation != incarnation:
+            return
+        sn.node.on_unreachable(peer, self.now)
         self.settle(sn)
 
     def _on_wake(self, node_id: int, incarnation: int) -> None:

@@ -112,3 +112,26 @@ def test_end_quorum_epoch_from_someone_else_or_an_old_epoch_changes_nothing():
     ctx.assert_elected_leader(5, 2)
     assert ctx.deliver_end_quorum_epoch(4, leader_id=2, successors=[1]).error_code == 74
     ctx.assert_elected_leader(5, 2)
+
+
+def test_a_follower_whose_leader_refuses_connections_stands_after_the_grace_not_the_fetch_timeout():
+    from kraftd.protocol import api as _api
+    ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_elected_leader(4, 3).append_to_log(4, 5).build()
+    ctx.advance(10)
+    ctx.node.on_unreachable(3, ctx.now_ms)  # the leader's node was killed: connection refused
+    ctx.advance(ctx.node.replication.config.unreachable_grace_ms)
+    assert ctx.role == "Prospective"
+    assert ctx.sent(_api.VOTE)
+
+
+def test_an_answer_from_the_leader_cancels_the_unreachable_verdict():
+    ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_elected_leader(4, 3).append_to_log(4, 5).build()
+    ctx.advance(10)
+    fetch = ctx.assert_sent_fetch(offset=5, last_fetched_epoch=4)
+    ctx.node.on_unreachable(3, ctx.now_ms)  # a reset connection, then the leader answers again
+    ctx.clear_sent()
+    ctx.advance(50)
+    retry = ctx.assert_sent_fetch(offset=5, last_fetched_epoch=4)
+    ctx.respond(retry, ctx.fetch_response(high_watermark=5))
+    ctx.advance(ctx.node.replication.config.unreachable_grace_ms)
+    assert ctx.role == "Follower"
