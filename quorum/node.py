@@ -474,8 +474,7 @@ class Node:
         self._now_ms = now_ms
         self.replication.poll(now_ms)
         if self.plane is not None:
-            self.plane.poll(now_ms, [g for g in self.replication.groups.values()
-                                     if g.is_leader and g.partition is not self.plane.partition])
+            self.plane.poll(now_ms, self._led_data_groups)
             self.plane.retry_forwards(now_ms)
             if now_ms >= self._next_balance_ms:
                 self._next_balance_ms = now_ms + BALANCE_INTERVAL_MS
@@ -494,6 +493,11 @@ class Node:
         if self.plane is not None:
             done = [c for c in done if not self.plane.on_local_completion(c.token, c.response, now_ms)]
         return done
+
+    def _led_data_groups(self) -> list:
+        """Data partitions led here (O(groups): the plane asks only when a report is due)."""
+        metadata = self.plane.partition
+        return [g for g in self.replication.groups.values() if g.is_leader and g.partition is not metadata]
 
     def _balance_leaders(self, now_ms: int) -> None:
         """Preferred leaders (as Kafka's automatic preferred-leader election): a leader that is not

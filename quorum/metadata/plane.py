@@ -88,13 +88,14 @@ class MetadataPlane:
 
     # -- driving -------------------------------------------------------------------------------
     def poll(self, now_ms: int, led_groups) -> None:
+        """`led_groups()`: the data groups this node leads (called only when a report is due)."""
         self._controller_lifecycle(now_ms)
         if self.controller is not None:
             self.controller.fence_silent_brokers(self._last_heard, self.node_id, now_ms)
         self._maybe_register(now_ms)
         if now_ms >= self._next_report_ms:
             self._next_report_ms = now_ms + REPORT_INTERVAL_MS
-            self._report_partitions(led_groups, now_ms)
+            self._report_partitions(led_groups(), now_ms)
         if self._pid_block is None and not self._pid_requested and self._pid_waiters():
             self._request_producer_ids(now_ms)
 
