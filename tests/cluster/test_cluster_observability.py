@@ -70,7 +70,9 @@ def _create_and_fill(cluster: KraftdCluster) -> float:
               + "; ".join(f"{i}: leader {p.leader}@{p.leader_epoch} replicas {p.replicas}"
                           for i, p in sorted(parts.items())))
 
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all", linger_ms=5)
+    # Not idempotent: producer ids are test_three_node_clients' concern; here only the records count.
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all", linger_ms=5,
+                             enable_idempotence=False)
     try:
         futures = [(p, producer.send(TOPIC, key=b"k%d" % i, value=b"v%d" % i, partition=p))
                    for p in range(PARTITIONS) for i in range(RECORDS_PER_PARTITION)]
