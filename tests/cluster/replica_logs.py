@@ -26,11 +26,14 @@ class LogEntry(NamedTuple):
     value: bytes | None
     leader_epoch: int        # partitionLeaderEpoch of the batch holding the record
     control: bool = False    # a control batch's offset: kept so offsets add up, key/value are None
+    producer: tuple[int, int, int] = (-1, -1, -1)  # (producer id, producer epoch, sequence) if idempotent
 
     def describe(self) -> str:
         if self.control:
-            return f"control record (epoch {self.leader_epoch})"
-        return f"key={_short(self.key)} value={_short(self.value)} epoch={self.leader_epoch}"
+            return f"control record (leader epoch {self.leader_epoch})"
+        pid, epoch, seq = self.producer
+        idempotent = f" producer {pid} epoch {epoch} seq {seq}" if pid >= 0 else ""
+        return f"key={_short(self.key)} value={_short(self.value)} leader epoch {self.leader_epoch}{idempotent}"
 
 
 class ReplicaLog(NamedTuple):
@@ -87,6 +90,10 @@ def read_replica_log(data_dir, topic: str, partition: int, *, node=None) -> Repl
                 epoch = h.partition_leader_epoch
                 if h.is_control:
                     entries += [LogEntry(r.offset, None, None, epoch, True) for r in records]
+                elif h.producer_id >= 0 and h.base_sequence >= 0:
+                    entries += [LogEntry(r.offset, r.key, r.value, epoch, False,
+                                         (h.producer_id, h.producer_epoch, h.base_sequence + r.offset - h.base_offset))
+                                for r in records]
                 else:
                     entries += [LogEntry(r.offset, r.key, r.value, epoch) for r in records]
                 end = h.next_offset
@@ -158,12 +165,15 @@ def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack
     `acks` are in the order the reports were served."""
     errors: list[str] = []
     where: dict[bytes, list[tuple[int, int]]] = {}
+    entry_at: dict[tuple[int, int], LogEntry] = {}
     for partition, entries in logs.items():
         for e in entries:
             if not e.control:
                 where.setdefault(e.key, []).append((partition, e.offset))
+                entry_at[partition, e.offset] = e
     twice = {k: v for k, v in where.items() if len(v) > 1}
-    errors += [f"key {_short(k)} is in the logs {len(v)} times: at (partition, offset) {v}"
+    errors += [f"key {_short(k)} is in the logs {len(v)} times ({_why_twice([entry_at[x] for x in v])}): "
+               + "; ".join(f"partition {p} offset {o}: {entry_at[p, o].describe()}" for p, o in v)
                for k, v in sorted(twice.items())[:10]]
     reported: dict[bytes, Ack] = {}
     last: dict[int, Ack] = {}
@@ -185,6 +195,20 @@ def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack
         errors += [f"key {_short(k)} at (partition, offset) {where[k]} was never acknowledged" for k in extra[:10]]
     assert not errors, f"{len(errors)} problems with acknowledged records, the first ones:\n" + \
         "\n".join(errors[:20])
+
+
+def _why_twice(copies: list[LogEntry]) -> str:
+    """Who wrote a record twice, judged from its copies' producer ids, epochs and sequences."""
+    producers = {e.producer for e in copies}
+    if any(pid < 0 for pid, _, _ in producers):
+        return "written by a non-idempotent producer"
+    if len(producers) == 1:
+        return "the same producer epoch and sequence twice: the broker appended a retried batch again"
+    if len({(pid, epoch) for pid, epoch, _ in producers}) > 1:
+        return ("re-sent under a new producer epoch, which restarts the sequences, so no broker can tell it is "
+                "a retry: the client bumped its epoch while it believed the record not persisted (librdkafka "
+                "does after 'skipped sequence numbers', confluentinc/librdkafka#4953)")
+    return "one producer epoch, different sequences: the client sent the record twice"
 
 
 # -- reading the leader -------------------------------------------------------------------------

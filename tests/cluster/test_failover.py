@@ -8,15 +8,16 @@ The pieces the chaos test shares (the producer thread, topic set-up, the final c
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 
 import pytest
 
-from tests.cluster.replica_logs import (Ack, assert_acked_exactly_once, assert_replicas_identical_below_hw,
-                                        end_offsets, first_difference, high_watermark, metadata,
-                                        read_replica_logs)
+from tests.cluster.replica_logs import (Ack, PartitionState, assert_acked_exactly_once,
+                                        assert_replicas_identical_below_hw, end_offsets, first_difference,
+                                        high_watermark, metadata, read_replica_logs)
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import poll_until, wait_until
 
@@ -97,9 +98,9 @@ def wait_leaders_agreed(cluster: KraftdCluster, topic: str, partitions: int, isr
         raise AssertionError(f"{topic}: no agreed leaders:\n" + tails(cluster)) from None
 
 
-def leaders(cluster: KraftdCluster, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, int]:
-    """{partition: leader} from the first running node whose Metadata names a leader for every
-    partition. Odd answers on the way are printed."""
+def leaders(cluster: KraftdCluster, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, PartitionState]:
+    """{partition: state (leader, epoch, ...)} from the first running node whose Metadata names a
+    leader for every partition. Odd answers on the way are printed."""
     def answer():
         for i in cluster.running():
             try:
@@ -107,8 +108,8 @@ def leaders(cluster: KraftdCluster, topic: str, partitions: int, timeout: float 
             except OSError as exc:
                 print(f"Metadata from node {i}: {exc!r}")
                 continue
-            found = {p: s.leader for p, s in view.partitions.items()}
-            if view.topic_error or len(found) != partitions or min(found.values()) < 0:
+            found = view.partitions
+            if view.topic_error or len(found) != partitions or min(s.leader for s in found.values()) < 0:
                 print(f"Metadata from node {i}: topic error {view.topic_error}, partitions {view.partitions}")
             else:
                 return found
@@ -125,10 +126,25 @@ def tails(cluster: KraftdCluster, lines: int = 40) -> str:
 
 # -- the producer -------------------------------------------------------------------------------
 
+class _Lines(logging.Handler):
+    def __init__(self, lines: deque) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((time.monotonic(), record.getMessage()))
+
+
+# Words in librdkafka's "eos" debug lines that say the idempotent producer bumped its epoch, met
+# a sequence error or failed for good, and why.
+IDEMPOTENCE_EVENTS = ("bump", "errseq", "unkpid", "dupseq", "fatal")
+
+
 class SequenceProducer:
     """A confluent-kafka idempotent acks=all producer on its own thread, sending record n (key
     `key_of(n)`, value `value_of(n)`) at about `rate` records/s, partitioned by the client's
-    default partitioner. Delivery reports are collected as Acks (success) or failures."""
+    default partitioner. Delivery reports are collected as Acks (success) or failures; the
+    client's idempotence debug log is kept, to explain an epoch bump or a fatal error."""
 
     def __init__(self, bootstrap: str, topic: str, *, rate: int = 1000, **config) -> None:
         from confluent_kafka import Producer
@@ -138,10 +154,16 @@ class SequenceProducer:
         self.acks: list[Ack] = []
         self.failures: list[tuple[int, str]] = []    # (seq, error) from delivery reports
         self.client_errors: list[tuple[float, str, bool]] = []  # (time, error, fatal) from error_cb
+        self.client_log: deque = deque(maxlen=20_000)  # (time, line) of librdkafka's eos debug log
         self.sent = 0
         self._stop = threading.Event()
+        logger = logging.getLogger(f"{__name__}.rdkafka.{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Lines(self.client_log))
         self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                   "linger.ms": 5, "error_cb": self._on_error, **config})
+                                   "linger.ms": 5, "error_cb": self._on_error, "debug": "eos", "logger": logger,
+                                   **config})
         self._thread = threading.Thread(target=self._run, name="sequence-producer", daemon=True)
 
     def start(self) -> "SequenceProducer":
@@ -181,13 +203,21 @@ class SequenceProducer:
         left = self._producer.flush(flush_timeout)
         return left
 
+    def idempotence_events(self, since: float = 0.0) -> list[tuple[float, str]]:
+        """The client's epoch bumps, sequence errors and fatal errors after `since`."""
+        return [(at, line) for at, line in list(self.client_log)
+                if at >= since and any(word in line.lower() for word in IDEMPOTENCE_EVENTS)]
+
     def fatal_errors(self) -> list:
         return [e for e in self.client_errors if e[2]]
+
+    def epoch_bumps(self) -> list[str]:
+        return [line for _, line in self.idempotence_events() if "bumped epoch" in line]
 
     def summary(self) -> str:
         errors = Counter(e for _, e, _ in self.client_errors)
         return (f"sent {self.sent}, acknowledged {len(self.acks)}, failed {len(self.failures)}; "
-                f"client errors: {dict(errors) or 'none'}")
+                f"producer epoch bumps: {len(self.epoch_bumps())}; client errors: {dict(errors) or 'none'}")
 
 
 # -- the final checks -----------------------------------------------------------------------------
@@ -202,6 +232,8 @@ def wait_replicas_identical(cluster: KraftdCluster, topic: str, partitions: int,
 
     def settled():
         for p in range(partitions):
+            if p in hws:
+                continue  # settled once, settled for good: nothing is produced any more
             found = high_watermark(addresses, topic, p)
             if found is None:
                 state[p] = "no node leads it"
@@ -248,32 +280,39 @@ def test_leader_killed_under_idempotent_producer_loses_and_duplicates_nothing(tm
         time.sleep(3)
 
         before = leaders(cluster, TOPIC, PARTITIONS)
-        victim, led = Counter(before.values()).most_common(1)[0]
-        victim_partitions = {p for p, leader in before.items() if leader == victim}
+        victim, led = Counter(s.leader for s in before.values()).most_common(1)[0]
+        moved = {p: s.leader_epoch for p, s in before.items() if s.leader == victim}  # partition: epoch
         acked_before = len(producer.acks)
         killed_at = time.monotonic()
         cluster.kill(victim)
-        print(f"\nkilled node {victim} (leader of {led} partitions {sorted(victim_partitions)}; "
-              f"leaders {before}) after {acked_before} acknowledgements")
+        print(f"\nkilled node {victim}, leader of {led} partitions {sorted(moved)}, after {acked_before} "
+              f"acknowledgements; (leader, epoch) before: {_leaders_text(before)}")
         time.sleep(8)
         left = producer.stop()
         print(producer.summary())
-        after = [a for a in producer.acks if a.at > killed_at]
-        first = min((a.at for a in after), default=None)
-        first_moved = min((a.at for a in after if a.partition in victim_partitions), default=None)
-        print(f"kill -> first acknowledgement: "
-              f"{'none' if first is None else f'{(first - killed_at) * 1000:.0f} ms'}; "
-              f"on a partition the killed node led: "
-              f"{'none' if first_moved is None else f'{(first_moved - killed_at) * 1000:.0f} ms'}")
-        print(f"leaders after the kill: {leaders(cluster, TOPIC, PARTITIONS)}")
+        print(f"(leader, epoch) after: {_leaders_text(leaders(cluster, TOPIC, PARTITIONS))}")
 
         assert left == 0, f"{left} records without a delivery report after flush; {producer.summary()}\n" \
                           + tails(cluster)
         assert not producer.failures, f"failed deliveries (first 10): {producer.failures[:10]}; {producer.summary()}"
         assert not producer.fatal_errors(), f"fatal client errors: {producer.fatal_errors()}"
         assert len(producer.acks) == producer.sent
-        assert first_moved is not None, "nothing acknowledged on the killed leader's partitions after the kill"
 
         cluster.start(victim)
         hws = wait_replicas_identical(cluster, TOPIC, PARTITIONS)
-        check_logs(cluster, TOPIC, PARTITIONS, producer.acks, hws)
+        logs = check_logs(cluster, TOPIC, PARTITIONS, producer.acks, hws)
+
+        # Failover time: from the kill to the first acknowledgement of a record that a new leader
+        # wrote (its batch carries a later epoch) on a partition the killed node led. A report
+        # served just after the kill may be for a record the old leader committed before it.
+        epoch_of = {e.key: e.leader_epoch for p in moved for e in logs[p] if not e.control}
+        new_leader_acks = [a.at for a in producer.acks if a.partition in moved and epoch_of[a.key] > moved[a.partition]]
+        assert new_leader_acks, f"no record acknowledged from a new leader of partitions {sorted(moved)}"
+        others = [a.at for a in producer.acks if a.at > killed_at and a.partition not in moved]
+        print(f"kill -> first acknowledgement from a new leader: {(min(new_leader_acks) - killed_at) * 1000:.0f} ms"
+              f" (on the other partitions: "
+              f"{f'{(min(others) - killed_at) * 1000:.0f} ms' if others else 'none'})")
+
+
+def _leaders_text(states: dict[int, PartitionState]) -> str:
+    return ", ".join(f"{p}: ({s.leader}, {s.leader_epoch})" for p, s in sorted(states.items()))
