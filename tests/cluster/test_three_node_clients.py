@@ -28,7 +28,7 @@ pytestmark = pytest.mark.clients
 N = 10_000
 PARTITIONS = 6
 RF = 3
-TIMEOUT = 60.0
+TIMEOUT = 30.0  # a client's produce or read-back (each takes a few seconds)
 
 
 @pytest.fixture(scope="module")
@@ -281,6 +281,23 @@ def _create_topics_requests(cluster: KraftdCluster) -> dict[int, float]:
             for i in cluster.ids}
 
 
+def _server_notes(cluster: KraftdCluster, per_node: int = 8) -> str:
+    """Each node's latest log lines above debug level, repeated lines counted once."""
+    out = []
+    for i in cluster.ids:
+        lines, seen = [], Counter()
+        for line in cluster.process(i).log_lines:
+            if "[debug" in line:
+                continue
+            text = line.split("]", 1)[-1].strip()
+            seen[text[:120]] += 1
+            if seen[text[:120]] == 1:
+                lines.append(line)
+        out.append(f"--- node {i} ---\n" + "\n".join(
+            f"{line}  (x{seen[line.split(']', 1)[-1].strip()[:120]]})" for line in lines[-per_node:]))
+    return "\n".join(out)
+
+
 def _placement_problems(cluster: KraftdCluster, topic: str) -> list[str]:
     """Everything each node's Metadata says about `topic` that is not yet the settled layout:
     six partitions of three replicas, led by their first replica, full ISR, two leaderships per node."""
@@ -332,7 +349,10 @@ def test_client_creates_produces_and_reads_back_exactly(cluster, client):
     received = {i: n - before[i] for i, n in _create_topics_requests(cluster).items() if n > before[i]}
     print(f"{client}: CreateTopics bootstrapped from node {node}, received by nodes {received}")
 
-    acked = produce(cluster.bootstrap(), topic, records)
+    try:
+        acked = produce(cluster.bootstrap(), topic, records)
+    except Exception as e:  # a client's timeout or error: say what the servers said meanwhile
+        raise AssertionError(f"{client} produce failed: {e!r}\n{_server_notes(cluster)}") from e
     _check_spread(records, acked)
     got = consume(cluster.bootstrap(), topic)
     assert_read_back_exactly(_expected(records, acked), got)
