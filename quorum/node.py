@@ -490,8 +490,6 @@ class Node:
             self._next_gate_ms = now_ms + LOG_START_GATE_INTERVAL_MS
         done = self._completions + self._purgatory.expire(now_ms)
         self._completions = []
-        if self.plane is not None:
-            done = [c for c in done if not self.plane.on_local_completion(c.token, c.response, now_ms)]
         return done
 
     def _led_data_groups(self) -> list:

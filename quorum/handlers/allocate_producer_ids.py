@@ -17,7 +17,7 @@ def handle(ctx, header, request, now_ms, peer):
     return allocate(controller, request, now_ms)
 
 
-def allocate(controller, request, now_ms: int):
+def allocate(controller, request, now_ms: int, on_done=None):
     start = controller.image.next_producer_id
     record = ProducerIdsRecord(broker_id=request.broker_id, broker_epoch=request.broker_epoch,
                                next_producer_id=start + PRODUCER_ID_BLOCK)
@@ -29,4 +29,4 @@ def allocate(controller, request, now_ms: int):
         response.error_code = error
         response.producer_id_start, response.producer_id_len = -1, 0
 
-    return controller.park(response, end, fail, 5000, now_ms)
+    return controller.park(response, end, fail, 5000, now_ms, on_done)

@@ -46,8 +46,10 @@ class Controller:
         self._on_append(self.partition)
         return self.partition.log.log_end_offset
 
-    def park(self, response, end_offset: int, fail, timeout_ms: int, now_ms: int) -> Park | Respond:
-        op = DelayedMetadataWrite(self, response, end_offset, fail, now_ms + max(timeout_ms, 1))
+    def park(self, response, end_offset: int, fail, timeout_ms: int, now_ms: int, on_done=None) -> Park | Respond:
+        """Answer once the records commit. `on_done(response, now_ms)`: this node's own request
+        (a producer-id block, say), told directly; its Completion goes to no connection."""
+        op = DelayedMetadataWrite(self, response, end_offset, fail, now_ms + max(timeout_ms, 1), on_done)
         done = op.try_complete(now_ms)
         if done is not None:
             return Respond(done)
@@ -84,12 +86,14 @@ class Controller:
 class DelayedMetadataWrite:
     """A controller request whose records must commit before it is answered."""
 
-    def __init__(self, controller: Controller, response, end_offset: int, fail, deadline_ms: int) -> None:
+    def __init__(self, controller: Controller, response, end_offset: int, fail, deadline_ms: int,
+                 on_done=None) -> None:
         self.controller = controller
         self.response = response
         self.end_offset = end_offset
         self.fail = fail                 # (ErrorCode) -> None: mark every result failed
         self.deadline_ms = deadline_ms
+        self.on_done = on_done
 
     def watch_keys(self):
         return [self.controller.partition.key]
@@ -97,13 +101,18 @@ class DelayedMetadataWrite:
     def try_complete(self, now_ms: int):
         if not self.controller.active:
             self.fail(ErrorCode.NOT_CONTROLLER)
-            return self.response
+            return self._done(now_ms)
         if self.controller.partition.high_watermark >= self.end_offset:
-            return self.response
+            return self._done(now_ms)
         return None
 
     def expire(self, now_ms: int):
         self.fail(ErrorCode.REQUEST_TIMED_OUT)
+        return self._done(now_ms)
+
+    def _done(self, now_ms: int):
+        if self.on_done is not None:
+            self.on_done(self.response, now_ms)
         return self.response
 
 

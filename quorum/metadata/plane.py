@@ -18,7 +18,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 
-from ..outcomes import Park
+from ..outcomes import Park, Respond
 from .controller import Controller
 from .image import MetadataImage
 
@@ -244,13 +244,10 @@ class MetadataPlane:
         controller = self.active_controller()
         if controller is not None:
             from ..handlers.allocate_producer_ids import allocate
-            outcome = allocate(controller, request, now_ms)
             self._pid_requested = True
-            controller_wait = getattr(outcome, "token", None)
-            if controller_wait is None:
+            outcome = allocate(controller, request, now_ms, on_done=self._producer_ids_answer)
+            if isinstance(outcome, Respond):
                 self._producer_ids_answer(outcome.response, now_ms)
-            else:
-                self._pid_token = controller_wait
             return
 
         def done(response, at_ms):
@@ -258,14 +255,6 @@ class MetadataPlane:
 
         if self.call_controller(api.ALLOCATE_PRODUCER_IDS, ALLOCATE_PRODUCER_IDS_VERSION, request, now_ms, done):
             self._pid_requested = True
-
-    def on_local_completion(self, token: int, response, now_ms: int) -> bool:
-        """A parked controller write this plane made for itself completed (not a client's)."""
-        if getattr(self, "_pid_token", None) == token:
-            self._pid_token = None
-            self._producer_ids_answer(response, now_ms)
-            return True
-        return False
 
     def _producer_ids_answer(self, response, now_ms: int) -> None:
         self._pid_requested = False
