@@ -112,6 +112,22 @@ def read_replica_logs(dirs: Mapping | Iterable, topic: str, partition: int) -> l
     return [read_replica_log(d, topic, partition, node=node) for node, d in items]
 
 
+def log_end_offset(data_dir, topic: str, partition: int) -> int:
+    """The offset after the last complete batch of one node's log (headers only: cheap)."""
+    segments = sorted(partition_dir(data_dir, topic, partition).glob("*.log"))
+    for path in reversed(segments):
+        try:
+            buf = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        end = None
+        for _, h in iter_batch_headers(buf):
+            end = h.next_offset
+        if end is not None:
+            return end
+    return 0
+
+
 def first_difference(logs: list[ReplicaLog], hw: int) -> str | None:
     """None when every replica holds the same entries at the same offsets below `hw`; else a
     description of the first offset where they differ (or where one replica stops short)."""
@@ -266,6 +282,28 @@ def list_offset(address: str, topic: str, partition: int, timestamp: int = -1, t
         client.close()
     (p,) = t.partitions
     return p.error_code, p.offset
+
+
+def consumer_fetch(address: str, topic: str, partition: int, offset: int, timeout: float = 2.0) -> tuple[int, int]:
+    """One Fetch v12 at `offset` as a consumer (no session, no epochs, no wait): (error code,
+    high watermark), the HW being -1 in an error answer."""
+    from kraftd.client import WireClient
+    from kraftd.protocol import api
+    from kraftd.protocol import messages as m
+
+    request = m.FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 16, isolation_level=0, session_id=0,
+        session_epoch=-1, forgotten_topics_data=[], rack_id="",
+        topics=[m.FetchRequest.FetchTopic(topic=topic, partitions=[m.FetchRequest.FetchPartition(
+            partition=partition, fetch_offset=offset, current_leader_epoch=-1, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 16)])])
+    client = WireClient(address, client_id="replica-logs", timeout=timeout)
+    try:
+        (t,) = client.request(api.FETCH, 12, request).responses
+    finally:
+        client.close()
+    (p,) = t.partitions
+    return p.error_code, p.high_watermark
 
 
 def high_watermark(addresses: Iterable[str], topic: str, partition: int) -> tuple[int, int] | None:

@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.cluster.replica_logs import LogEntry, assert_acked_exactly_once, assert_replicas_identical_below_hw
+from tests.cluster.replica_logs import (LogEntry, assert_acked_exactly_once, assert_replicas_identical_below_hw,
+                                        consumer_fetch, log_end_offset, metadata)
 from tests.cluster.test_failover import (SequenceProducer, create_topic, wait_brokers_registered,
                                          wait_replicas_identical)
 from tests.support.cluster import KraftdCluster
@@ -84,10 +85,17 @@ class TailingConsumer:
     beginning, nothing committed. OffsetOutOfRange is not acted on (a reset would skip or re-read
     data): it is recorded, and the same position is fetched again."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, log) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, log, *, explain=lambda: "",
+                 probe=lambda partition, offset: []) -> None:
+        """`explain()` describes the cluster when the consumer meets an error (at most once a
+        second); `probe(partition, offset)` asks every node, as Probes, when one says out of range."""
         from kafka import KafkaConsumer, TopicPartition
 
         self.tps = [TopicPartition(topic, p) for p in range(partitions)]
+        self.probes: list[Probe] = []
+        self._explain = explain
+        self._probe = probe
+        self._explained_at = 0.0
         self.reads: dict[int, list[Read]] = {p: [] for p in range(partitions)}
         self.positions: dict[int, int] = {}
         self.errors: list[str] = []
@@ -115,11 +123,18 @@ class TailingConsumer:
                     self.reads[tp.partition] += [Read(r.offset, r.key, r.value) for r in records]
                 self.positions = {tp.partition: self._consumer.position(tp) for tp in self.tps}
             except KafkaError as exc:  # noted; the next poll fetches the same positions again
+                context = ""
                 if isinstance(exc, OffsetOutOfRangeError):
-                    self.out_of_range += [(time.monotonic(), tp.partition, offset)
-                                          for tp, offset in exc.args[0].items()]
+                    for tp, offset in exc.args[0].items():
+                        self.out_of_range.append((time.monotonic(), tp.partition, offset))
+                        probes = self._probe(tp.partition, offset)
+                        self.probes += probes
+                        context += f"; asked again at {offset}: " + ", ".join(map(str, probes))
                 self.errors.append(repr(exc))
-                self._log(f"consumer: {exc!r}")
+                if time.monotonic() - self._explained_at > 1:
+                    self._explained_at = time.monotonic()
+                    context += f"; {self._explain()}"
+                self._log(f"consumer: {exc!r}{context}")
                 time.sleep(0.1)
 
     def stop(self) -> None:
@@ -218,7 +233,9 @@ def run_chaos(tmp_path, seed: int) -> None:
         # seed 4174684575). The failover test keeps the default of 5.
         producer = SequenceProducer(cluster.bootstrap(), TOPIC, rate=500,
                                     **{"max.in.flight.requests.per.connection": 1}).start()
-        consumer = TailingConsumer(cluster.bootstrap(), TOPIC, PARTITIONS, log).start()
+        consumer = TailingConsumer(cluster.bootstrap(), TOPIC, PARTITIONS, log,
+                                   explain=lambda: leadership(cluster, TOPIC),
+                                   probe=lambda p, offset: probe_offset(cluster, TOPIC, p, offset, t0)).start()
         try:
             for n, fault in enumerate(faults, 1):
                 inject(cluster, fault, f"fault {n}/{len(faults)}", log, producer)
@@ -244,7 +261,7 @@ def run_chaos(tmp_path, seed: int) -> None:
             check("consumer", check_consumed, consumer.reads, logs)
             if not caught_up:
                 failures.append(f"consumer: did not reach the HWs {hws} within 30s: {consumer.positions}")
-            check("out-of-range answers", check_out_of_range, consumer.out_of_range, hws, t0)
+            check("out-of-range answers", check_out_of_range, consumer)
         if failures:
             events = producer.idempotence_events()
             print(f"the producer's epoch bumps and sequence errors ({len(events)}, first 40):")
@@ -256,6 +273,19 @@ def run_chaos(tmp_path, seed: int) -> None:
             f"records each once, the consumer read every one")
 
 
+def leadership(cluster: KraftdCluster, topic: str) -> str:
+    """What each running node's Metadata says: partition -> leader@epoch."""
+    views = []
+    for i in cluster.running():
+        try:
+            view = metadata(cluster.node(i), topic, timeout=1.0)
+            views.append(f"node {i} says " + " ".join(f"{p}:{s.leader}@{s.leader_epoch}"
+                                                      for p, s in sorted(view.partitions.items())))
+        except Exception as exc:  # a diagnostic: never let it stop the consumer
+            views.append(f"node {i}: {exc!r}")
+    return "; ".join(views)
+
+
 def check_deliveries(producer: SequenceProducer, left: int) -> None:
     failed = producer.failures + producer.fatal_errors()
     assert left == 0 and not failed, (f"{left} records without a delivery report; failed deliveries and fatal "
@@ -263,14 +293,50 @@ def check_deliveries(producer: SequenceProducer, left: int) -> None:
     assert len(producer.acks) == producer.sent
 
 
-def check_out_of_range(out_of_range: list, hws: dict[int, int], t0: float) -> None:
-    """The consumer only asks for offsets it was served up to, so each is within every later
-    leader's log. Kafka answers OFFSET_OUT_OF_RANGE only past the log end (an offset between the
-    HW and the log end gets an empty answer): a consumer with auto.offset.reset=latest would skip
-    records at such an answer, one with earliest would read everything again."""
-    wrong = [(round(at - t0, 3), p, offset) for at, p, offset in out_of_range if offset <= hws[p]]
-    assert not wrong, (f"OFFSET_OUT_OF_RANGE answered for offsets the log holds, as (seconds into the run, "
-                       f"partition, offset); final HWs {hws}: {wrong}")
+def check_out_of_range(consumer: TailingConsumer) -> None:
+    """Kafka answers a Fetch OFFSET_OUT_OF_RANGE only outside [log start, log end]; an offset
+    between the HW and the log end gets an empty answer. Whenever the consumer was told out of
+    range, every node was asked again at that offset (its log end read first, so the log held at
+    least that much when it answered). A wrong answer makes a consumer with the default
+    auto.offset.reset=latest skip records, one with earliest read everything again."""
+    wrong = [probe for probe in consumer.probes if probe.wrong()]
+    print(f"the consumer was told out of range {len(consumer.out_of_range)} times; "
+          f"{len(consumer.probes)} probes, {len(wrong)} wrong answers")
+    assert not wrong, ("OFFSET_OUT_OF_RANGE for offsets within the answering node's log (first 10): "
+                       + "; ".join(map(str, wrong[:10])))
+
+
+OFFSET_OUT_OF_RANGE = 1
+
+
+class Probe(NamedTuple):
+    """One node's answer to a consumer Fetch at `offset`, and its log end just before."""
+    at: float           # seconds into the run
+    node: int
+    partition: int
+    offset: int
+    error: int          # Kafka error code
+    hw: int             # -1 in an error answer
+    log_end: int        # the node's log end, read from its files before the Fetch
+
+    def wrong(self) -> bool:
+        return self.error == OFFSET_OUT_OF_RANGE and self.offset <= self.log_end
+
+    def __str__(self) -> str:
+        return (f"[{self.at:.3f}s] node {self.node} partition {self.partition} offset {self.offset}: error "
+                f"{self.error}, HW {self.hw}, log end {self.log_end}{' WRONG' if self.wrong() else ''}")
+
+
+def probe_offset(cluster: KraftdCluster, topic: str, partition: int, offset: int, t0: float) -> list[Probe]:
+    probes = []
+    for i in cluster.running():
+        try:
+            end = log_end_offset(cluster.tmp_path / f"node{i}", topic, partition)
+            error, hw = consumer_fetch(cluster.node(i), topic, partition, offset)
+        except Exception:  # a diagnostic: a node that does not answer now tells nothing
+            continue
+        probes.append(Probe(round(time.monotonic() - t0, 3), i, partition, offset, error, hw, end))
+    return probes
 
 
 def inject(cluster: KraftdCluster, fault: Fault, name: str, log, producer: SequenceProducer) -> None:
