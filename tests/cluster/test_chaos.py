@@ -1,7 +1,8 @@
 """Acceptance: a seeded run of 20 faults (crash and restart, two-way and one-way partitions,
 isolation) against three nodes while an idempotent acks=all confluent-kafka producer and a
 kafka-python consumer run. Afterwards nothing acknowledged is lost or duplicated, the consumer has
-read a gapless prefix of each final log, and the replicas agree below the high watermark.
+read a gapless prefix of each final log, the replicas agree below the high watermark, and no node
+told the consumer OFFSET_OUT_OF_RANGE for an offset its log held.
 
 One fault at a time, each healed before the next, so at most one node is down or cut off and the
 other two always form a connected majority. The seed decides the faults, nodes and durations; the
@@ -223,7 +224,7 @@ def run_chaos(tmp_path, seed: int) -> None:
 
     with KraftdCluster(tmp_path, nodes=3, proxies=True) as cluster:
         faults = draw_faults(rng, cluster.ids)
-        wait_brokers_registered(cluster)
+        wait_brokers_registered(cluster, TOPIC)
         create_topic(cluster, TOPIC, PARTITIONS, 3)
         log("topic created")
         # One request in flight per connection: with more, librdkafka answers "skipped sequence
