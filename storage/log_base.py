@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import abc
+import collections
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,6 +18,9 @@ from .leader_epoch_cache import LeaderEpochCache
 from .producer_state import ProducerStateTable, last_sequence_of
 
 __all__ = ["AppendResult", "ReadResult", "Region", "PartitionLog", "RecoveryReport"]
+
+
+LEADER_APPENDS_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,12 @@ class PartitionLog(abc.ABC):
         if not isinstance(batches, bytearray):
             batches = bytearray(batches)
         offset = self.log_end_offset
+        # (log end before, time) of recent leader appends: a follower whose log ends at E was
+        # caught up until the first append made at or after E (the ISR's "last caught up").
+        appends = getattr(self, "leader_appends", None)
+        if appends is None:
+            appends = self.leader_appends = collections.deque(maxlen=LEADER_APPENDS_KEPT)
+        appends.append((offset, now_ms))
         placed: list[tuple[int, BatchHeader]] = []
         for pos, h in list(iter_batch_headers(batches)):
             patch_base_offset(batches, pos, offset)

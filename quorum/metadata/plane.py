@@ -19,6 +19,7 @@ from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 
 from ..outcomes import Park, Respond
+from ..raft.group import caught_up_until
 from .controller import Controller
 from .image import MetadataImage
 
@@ -214,15 +215,27 @@ class MetadataPlane:
         lag = self.config.replica_lag_time_max_ms
         progress = group.role.progress
         log_end = group.partition.log.log_end_offset
+        # A new leader inherits the ISR it finds in the image (as Kafka's does from the
+        # controller): those replicas count as caught up when its leadership began.
+        topic = self.image.topics.get(group.partition.topic_id)
+        info = topic.partitions.get(group.partition.index) if topic is not None else None
+        inherited = set(info.isr) if info is not None else set()
         isr = [self.node_id]
         for voter, p in progress.by_voter.items():
             if voter == self.node_id:
                 continue
             caught_up = p.last_caught_up_ms
+            if voter in inherited:
+                caught_up = max(caught_up, progress.started_ms)
+            # An incremental session fetch that does not name a partition says its position is
+            # unchanged: level with our log end, it is caught up as of that fetch; level with the
+            # end before our latest append, it was caught up until that append.
             if p.end_offset >= log_end:
-                # An incremental session fetch that does not name an idle partition says its
-                # position is unchanged: still caught up, as of that fetch.
                 caught_up = max(caught_up, group.session_fetch_ms(voter))
+            else:
+                until = caught_up_until(group.partition.log, p.end_offset)
+                if until >= 0:
+                    caught_up = max(caught_up, min(group.session_fetch_ms(voter), until))
             if caught_up >= 0 and now_ms - caught_up <= lag:
                 isr.append(voter)
         return sorted(isr)

@@ -259,6 +259,10 @@ class RaftGroup:
                         and not self.env.leader_unreachable(r.leader_id, now_ms)):
                     r.fetch_deadline_ms = heard + self.env.config.fetch_timeout_ms
                 elif self.may_stand:
+                    st = self.env.streams.get(r.leader_id)
+                    log.debug("%s-%d: fetch timeout: heard %s now %s unreachable %s stream %s", *self.key, heard, now_ms,
+                              self.env.leader_unreachable(r.leader_id, now_ms),
+                              st and (st.in_flight, sorted(st.unflushed), st.next_send_ms, len(st.groups), st.session_epoch))
                     self._become_prospective(now_ms)
                     return
                 elif not self.is_voter:
@@ -456,7 +460,9 @@ class RaftGroup:
         r = self.role
         if not isinstance(r, Leader):
             return
-        if r.progress.record_fetch(replica_id, fetch_offset, self.partition.log.log_end_offset, now_ms):
+        log_ = self.partition.log
+        if r.progress.record_fetch(replica_id, fetch_offset, log_.log_end_offset, now_ms,
+                                   caught_up_until(log_, fetch_offset)):
             r.unacknowledged.discard(replica_id)
             self.maybe_advance_hw(now_ms)
 
@@ -500,3 +506,16 @@ class RaftGroup:
         if offset < self.partition.high_watermark:
             raise SafetyViolation(f"{self.key[0]}-{self.key[1]}: truncation to {offset} below the high "
                                   f"watermark {self.partition.high_watermark} on node {self.node_id}")
+
+
+def caught_up_until(log_, offset: int) -> int:
+    """When the leader's log last ended at or before `offset`: a follower whose log ends there
+    had everything we had until that moment (-1: not in the recent append history)."""
+    appends = getattr(log_, "leader_appends", None)
+    if not appends or appends[0][0] > offset:
+        return -1
+    for before, at_ms in reversed(appends):
+        if before <= offset:
+            # The append at or after `offset` follows this one (or none has happened since).
+            return at_ms
+    return -1

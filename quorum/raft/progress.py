@@ -14,6 +14,7 @@ class VoterProgress:
     end_offset: int = -1          # the durable offset it reported (a follower's fetch offset)
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1   # the last time it had everything the leader had
+    leader_end_at_fetch: int = -1  # the leader's log end when it last fetched
 
 
 class ReplicaProgress:
@@ -23,6 +24,7 @@ class ReplicaProgress:
         self.by_voter: dict[int, VoterProgress] = {v: VoterProgress() for v in voters}
         self.observers: dict[int, VoterProgress] = {}
         self.by_voter[leader_id].last_fetch_ms = now_ms
+        self.started_ms = now_ms  # when this leadership began
 
     def majority_offset(self, leader_durable: int) -> int:
         """The offset a majority of voters has durably reached (the leader counts `leader_durable`)."""
@@ -30,16 +32,25 @@ class ReplicaProgress:
                           for v, p in self.by_voter.items()), reverse=True)
         return offsets[len(offsets) // 2]
 
-    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int) -> bool:
+    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int,
+                     caught_up_until: int = -1) -> bool:
         """A follower fetched from `fetch_offset`, which it has durably reached. True for voters."""
         p = self.by_voter.get(replica_id)
         voter = p is not None
         if p is None:
             p = self.observers.setdefault(replica_id, VoterProgress())
-        p.end_offset = fetch_offset
-        p.last_fetch_ms = now_ms
         if fetch_offset >= leader_end:
             p.last_caught_up_ms = now_ms
+        elif caught_up_until >= 0:
+            # It has everything we had until our log grew past its end (our append history).
+            p.last_caught_up_ms = max(p.last_caught_up_ms, caught_up_until)
+        elif 0 <= p.leader_end_at_fetch <= fetch_offset:
+            # Kafka's rule: it now has what we had at its previous fetch, so it was caught up
+            # then (under steady writes a follower is never level with the log end itself).
+            p.last_caught_up_ms = max(p.last_caught_up_ms, p.last_fetch_ms)
+        p.end_offset = fetch_offset
+        p.last_fetch_ms = now_ms
+        p.leader_end_at_fetch = leader_end
         return voter
 
     def alive_majority(self, now_ms: int, window_ms: int, session_fetch_ms) -> bool:
