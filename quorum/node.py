@@ -37,7 +37,7 @@ from .topics import Topic, TopicError, TopicRegistry
 log = logging.getLogger(__name__)
 BALANCE_INTERVAL_MS = 1000
 LOG_START_GATE_INTERVAL_MS = 1000
-HANDOVER_BACKOFF_MS = 10_000
+HANDOVER_BACKOFF_MS = 3_000
 
 
 def cluster_id_for(voters: dict) -> str:

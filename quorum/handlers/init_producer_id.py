@@ -62,5 +62,7 @@ class _WaitForBlock:
         return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
 
     def expire(self, now_ms: int):
-        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+        # Retriable without a coordinator lookup (clients retry InitProducerId as is), as Kafka
+        # answers while a producer-id block is on its way.
+        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1,
                                       producer_epoch=-1)

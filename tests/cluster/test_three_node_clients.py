@@ -321,7 +321,7 @@ def _placement_problems(cluster: KraftdCluster, topic: str) -> list[str]:
     return problems
 
 
-def wait_settled(cluster: KraftdCluster, topic: str, after: str, timeout: float = 10.0) -> None:
+def wait_settled(cluster: KraftdCluster, topic: str, after: str, timeout: float = 20.0) -> None:
     problems: list[str] = []
 
     def settled():
