@@ -227,11 +227,14 @@ def run_chaos(tmp_path, seed: int) -> None:
         wait_brokers_registered(cluster, TOPIC)
         create_topic(cluster, TOPIC, PARTITIONS, 3)
         log("topic created")
-        # One request in flight per connection: with more, librdkafka answers "skipped sequence
-        # numbers" (a later batch refused because an earlier one failed) with a producer epoch
-        # bump, which re-sends under new sequences any record it wrongly believes unwritten (on any
-        # partition), a duplicate no broker can detect (confluentinc/librdkafka#4953; seen here with
-        # seed 4174684575). The failover test keeps the default of 5.
+        # One request in flight per connection, to make a known client fault rarer: librdkafka
+        # answers "skipped sequence numbers" (a later batch refused because an earlier one failed)
+        # with a producer epoch bump, which re-sends under new sequences every record it believes
+        # unwritten, on any partition; one a leader had appended before answering
+        # NOT_LEADER_OR_FOLLOWER (as Kafka does when leadership moves under an acks=all produce)
+        # is then written twice, and no broker can tell (confluentinc/librdkafka#4953). With the
+        # default of 5 a duplicate was seen here with seed 4174684575; with 1 the bump still
+        # happens now and then (a duplicate then names the client). The failover test keeps 5.
         producer = SequenceProducer(cluster.bootstrap(), TOPIC, rate=500,
                                     **{"max.in.flight.requests.per.connection": 1}).start()
         consumer = TailingConsumer(cluster.bootstrap(), TOPIC, PARTITIONS, log,
