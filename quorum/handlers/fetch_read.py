@@ -69,10 +69,16 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
         leader = FetchResponse.LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
         code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
         return _error(fetch, code, current_leader=leader), 0, True
-    if fetch.fetch_offset < 0 or (
-            fetch.last_fetched_epoch >= 0 and fetch.current_leader_epoch >= 0
-            and fetch.last_fetched_epoch > fetch.current_leader_epoch):
+    if fetch.fetch_offset < 0:
         return _error(fetch, ErrorCode.INVALID_REQUEST), 0, True
+    if fetch.last_fetched_epoch >= 0 and fetch.current_leader_epoch >= 0 \
+            and fetch.last_fetched_epoch > fetch.current_leader_epoch:
+        if not limits.is_consumer:
+            return _error(fetch, ErrorCode.INVALID_REQUEST), 0, True  # KIP-595's rule for replicas
+        if fetch.last_fetched_epoch > partition.leader_epoch:
+            # A consumer that read from a newer epoch than ours: we are a stale leader, and its
+            # metadata named us. Retriable: it refreshes its metadata (not truncation).
+            return _error(fetch, ErrorCode.UNKNOWN_LEADER_EPOCH), 0, True
     log = partition.log
     if partition.snapshots is not None:
         snapshot_id = partition.snapshots.snapshot_for_fetch(fetch.fetch_offset, fetch.last_fetched_epoch)
@@ -91,8 +97,12 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
         # The follower has durably reached its fetch offset: that counts toward the HW.
         partition.raft.on_follower_fetch(limits.replica_id, fetch.fetch_offset, limits.now_ms)
     upper = partition.high_watermark if limits.is_consumer else log.log_end_offset
-    if fetch.fetch_offset > upper:
+    if fetch.fetch_offset > log.log_end_offset:
         return _error(fetch, ErrorCode.OFFSET_OUT_OF_RANGE), 0, True
+    if fetch.fetch_offset > upper:
+        # Between the HW and the log end (a new leader's HW has not caught up with the old
+        # one's yet): nothing to read yet, as Kafka answers; out of range only past the log end.
+        return _data(fetch, partition, limits, EMPTY), 0, False
     budget = min(fetch.max_bytes, remaining)
     if fetch.fetch_offset == upper or (budget <= 0 and not min_one_batch):
         return _data(fetch, partition, limits, EMPTY), 0, False

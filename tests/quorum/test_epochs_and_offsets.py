@@ -62,10 +62,24 @@ def test_fetch_from_a_diverged_position_gets_the_diverging_epoch(ctx):
     assert ctx.fetch("t", 0, 2, last_fetched_epoch=old_epoch).diverging_epoch == m.FetchResponse.EpochEndOffset()
 
 
-def test_last_fetched_epoch_above_current_leader_epoch_is_invalid(ctx):
+def test_a_consumer_that_read_a_newer_epoch_than_ours_is_told_to_refresh(ctx):
+    """Its metadata named a stale leader (us): UNKNOWN_LEADER_EPOCH, retriable, not a truncation
+    and not INVALID_REQUEST (KIP-595's rule, which stays for replicas' fetches)."""
     epoch = ctx.node.leader_epoch
     data = ctx.fetch("t", 0, 0, current_leader_epoch=epoch, last_fetched_epoch=epoch + 1)
-    assert data.error_code == ErrorCode.INVALID_REQUEST
+    assert data.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def test_a_consumer_between_the_hw_and_the_log_end_gets_nothing_yet_not_out_of_range(ctx):
+    """A new leader's HW trails the old leader's for a moment; a consumer positioned at the old
+    HW must wait, not reset its offset (Kafka answers out of range only past the log end)."""
+    ctx.produce("t", 0, batch_of(["a"]))
+    ctx.flush()
+    hw = ctx.fetch("t", 0, 0).high_watermark
+    ctx.produce("t", 0, batch_of(["b"]))  # appended, not yet durable: the HW stays
+    data = ctx.fetch("t", 0, hw + 1)
+    assert data.error_code == 0 and data.high_watermark == hw and not data.records
+    assert ctx.fetch("t", 0, hw + 5).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 def test_list_offsets_latest_earliest_and_max_timestamp_carry_epochs(ctx):
