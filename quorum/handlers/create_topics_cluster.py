@@ -27,16 +27,7 @@ def handle_clustered(ctx, header, request, now_ms):
     records: list = []
     results = [_create(ctx, controller, t, request.validate_only, duplicates, records) for t in request.topics]
     response = CreateTopicsResponse(throttle_time_ms=0, topics=results)
-    if not records:
-        return Respond(response)
-    end = controller.append(records, now_ms)
-
-    def fail(error):
-        for result in results:
-            if result.error_code == 0:
-                result.error_code, result.error_message = error, None
-
-    return controller.park(response, end, fail, request.timeout_ms, now_ms)
+    return controller.commit_results(records, response, results, request.timeout_ms, now_ms)
 
 
 def create_request_for(name: str, partitions: int, replication_factor: int = -1):

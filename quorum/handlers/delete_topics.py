@@ -36,16 +36,7 @@ def handle(ctx, header, request, now_ms, peer):
         records.append(RemoveTopicRecord(topic_id=topic.topic_id))
         results.append(_result(topic.name, topic.topic_id, ErrorCode.NONE))
     response = DeleteTopicsResponse(throttle_time_ms=0, responses=results)
-    if not records:
-        return Respond(response)
-    end = controller.append(records, now_ms)
-
-    def fail(error):
-        for result in results:
-            if result.error_code == 0:
-                result.error_code = error
-
-    return controller.park(response, end, fail, request.timeout_ms, now_ms)
+    return controller.commit_results(records, response, results, request.timeout_ms, now_ms)
 
 
 def _find(image, name, topic_id):

@@ -46,6 +46,20 @@ class Controller:
         self._on_append(self.partition)
         return self.partition.log.log_end_offset
 
+    def commit_results(self, records: list, response, results: list, timeout_ms: int, now_ms: int):
+        """Append `records` and answer `response` once they commit; on failure every result
+        that had succeeded gets the error (CreateTopics, DeleteTopics)."""
+        if not records:
+            return Respond(response)
+        end = self.append(records, now_ms)
+
+        def fail(error):
+            for result in results:
+                if result.error_code == 0:
+                    result.error_code = error
+
+        return self.park(response, end, fail, timeout_ms, now_ms)
+
     def park(self, response, end_offset: int, fail, timeout_ms: int, now_ms: int, on_done=None) -> Park | Respond:
         """Answer once the records commit. `on_done(response, now_ms)`: this node's own request
         (a producer-id block, say), told directly; its Completion goes to no connection."""

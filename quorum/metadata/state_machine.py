@@ -3,7 +3,6 @@ image; the snapshot machinery sees the image as a key/value map (entity key -> i
 from __future__ import annotations
 
 from kraftd.protocol.metadata_records import decode_metadata_record, encode_metadata_record
-from kraftd.protocol.records import decode_records, iter_batch_headers
 
 from ..snapshots.state_machine import KeyValueStateMachine
 from .image import MetadataImage
@@ -26,31 +25,15 @@ class MetadataStateMachine(KeyValueStateMachine):
         super().load(state.items(), end_offset, last_timestamp)
         self.reloaded = True
 
-    def apply_batches(self, buf) -> int:
-        state, baseline, changed, recent = self.state, self.baseline, self.changed, self.recent
-        image, touched = self.image, self.touched
-        start = self.applied_offset
-        count = 0
-        for pos, header in iter_batch_headers(buf):
-            if header.last_offset < start:
-                continue
-            if not header.is_control:
-                self.bytes_applied += header.size
-                for record in decode_records(buf[pos:pos + header.size], header):
-                    if record.offset < start or record.value is None:
-                        continue
-                    for key in image.replay(decode_metadata_record(record.value)):
-                        entity = image.entity_record(key)
-                        if entity is None:
-                            state.pop(key, None)
-                        else:
-                            state[key] = encode_metadata_record(entity)
-                        touched.add(key)
-                        if baseline is not None and key in baseline:
-                            changed.add(key)
-                        if recent is not None:
-                            recent.add(key)
-                    count += 1
-                self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
-            self.applied_offset = header.next_offset
-        return count
+    def entries_of(self, record):
+        """A metadata record changes entities of the image; the state holds each changed
+        entity's current record (or loses it)."""
+        if record.value is None:
+            return None
+        image = self.image
+        entries = []
+        for key in image.replay(decode_metadata_record(record.value)):
+            entity = image.entity_record(key)
+            entries.append((key, None if entity is None else encode_metadata_record(entity)))
+            self.touched.add(key)
+        return entries

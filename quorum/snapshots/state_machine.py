@@ -64,21 +64,30 @@ class KeyValueStateMachine:
             if not header.is_control:
                 self.bytes_applied += header.size
                 for record in decode_records(buf[pos:pos + header.size], header):
-                    key = record.key
-                    if record.offset < start or key is None:
+                    if record.offset < start:
                         continue
-                    if record.value is None:
-                        state.pop(key, None)
-                    else:
-                        state[key] = record.value
-                    if baseline is not None and key in baseline:
-                        changed.add(key)
-                    if recent is not None:
-                        recent.add(key)
+                    entries = self.entries_of(record)
+                    if entries is None:
+                        continue
+                    for key, value in entries:
+                        if value is None:
+                            state.pop(key, None)
+                        else:
+                            state[key] = value
+                        if baseline is not None and key in baseline:
+                            changed.add(key)
+                        if recent is not None:
+                            recent.add(key)
                     count += 1
                 self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
             self.applied_offset = header.next_offset
         return count
+
+    def entries_of(self, record):
+        """The (key, value or None) entries a record sets; None: the record carries no state."""
+        if record.key is None:
+            return None
+        return ((record.key, record.value),)
 
 
 @contextmanager

@@ -29,7 +29,9 @@ def _brokers(admin) -> int:
 
 
 def test_delete_through_a_follower_removes_every_replica_even_one_that_was_down(tmp_path):
-    with KraftdCluster(tmp_path, nodes=3) as cluster:
+    # No auto-creation: the producer's metadata refreshes would create "doomed" again (as
+    # Kafka's auto.create.topics.enable does) while we watch its files go.
+    with KraftdCluster(tmp_path, nodes=3, env={"KRAFTD_AUTO_CREATE_TOPICS": "false"}) as cluster:
         cluster.wait_ready(30)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
         _eventually(lambda: _brokers(admin) == 3, 30, "three registered brokers")
