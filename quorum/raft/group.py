@@ -167,7 +167,7 @@ class RaftGroup:
             return -1
         self.election_retries += 1
         cap = self.env.config.election_backoff_max_ms
-        upper = min(cap, 50 * (1 << min(self.election_retries, 10)))
+        upper = min(cap, 200 * (1 << min(self.election_retries, 10)))  # wider than a vote's round trip
         return now_ms + self.env.config.election_timeout_ms // 2 + self.env.rng.randrange(upper + 1)
 
     def become_unattached(self, epoch: int, now_ms: int, deadline_ms: int | None = None) -> None:

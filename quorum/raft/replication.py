@@ -229,8 +229,11 @@ class Replication:
         if stream is not None:
             if stream.unreachable_since_ms < 0:
                 stream.unreachable_since_ms = now_ms
+            grace = self.config.unreachable_grace_ms
             for group in list(stream.groups.values()):
-                group.leader_unreachable(stream.unreachable_since_ms + self.config.unreachable_grace_ms, now_ms)
+                # Jitter: every follower hears of the loss at once; standing at once too, they
+                # would split the vote (the benchmark saw three elections in a row).
+                group.leader_unreachable(stream.unreachable_since_ms + grace + self.rng.randrange(grace + 1), now_ms)
 
     def leader_unreachable(self, leader_id: int, now_ms: int) -> bool:
         stream = self.streams.get(leader_id)

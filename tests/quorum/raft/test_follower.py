@@ -115,11 +115,13 @@ def test_end_quorum_epoch_from_someone_else_or_an_old_epoch_changes_nothing():
 
 
 def test_a_follower_whose_leader_refuses_connections_stands_after_the_grace_not_the_fetch_timeout():
+    """Within twice the grace (it is jittered so the followers do not split the vote), far
+    sooner than the 2 s fetch timeout."""
     from kraftd.protocol import api as _api
     ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_elected_leader(4, 3).append_to_log(4, 5).build()
     ctx.advance(10)
     ctx.node.on_unreachable(3, ctx.now_ms)  # the leader's node was killed: connection refused
-    ctx.advance(ctx.node.replication.config.unreachable_grace_ms)
+    ctx.advance(2 * ctx.node.replication.config.unreachable_grace_ms)  # the grace plus at most as much jitter
     assert ctx.role == "Prospective"
     assert ctx.sent(_api.VOTE)
 
