@@ -51,6 +51,9 @@ class Broker:
         self._flush_wakeup = asyncio.Event()
         self._flush_task: asyncio.Task | None = None
         self._fsync_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kraftd-fsync")
+        # Election states (a vote, a new epoch) never queue behind log flushes: an election
+        # waits for this write before any of its requests or answers leave.
+        self._election_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-elections")
         self.snapshots = SnapshotJobRunner(node, metrics)
         self._batch_parked = False
         self._stopping = False
@@ -86,6 +89,7 @@ class Broker:
             await self.flush_logs()
         await self.snapshots.stop()
         self._fsync_pool.shutdown(wait=False)
+        self._election_pool.shutdown(wait=False)
 
     # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
     def connection_made(self, conn: KafkaConnection) -> None:
@@ -245,7 +249,7 @@ class Broker:
 
     async def _persist(self, states) -> None:
         try:
-            await self._loop.run_in_executor(self._fsync_pool, self.node.write_election_states, states)
+            await self._loop.run_in_executor(self._election_pool, self.node.write_election_states, states)
         except Exception as e:
             log.critical("persisting the election state failed; shutting down", error=repr(e))
             self.fatal = e
