@@ -335,6 +335,16 @@ class RaftGroup:
             return
         self._maybe_won(now_ms)
 
+    def on_vote_unanswered(self, voter: int, pre_vote: bool, epoch_of_request: int, now_ms: int) -> None:
+        r = self.role
+        if pre_vote and isinstance(r, Prospective) and epoch_of_request == r.epoch + 1:
+            r.rejected.add(voter)
+        elif not pre_vote and isinstance(r, Candidate) and epoch_of_request == r.epoch:
+            r.rejected.add(voter)
+        else:
+            return
+        self._maybe_won(now_ms)
+
     def _maybe_won(self, now_ms: int) -> None:
         r = self.role
         majority = len(self.voters) // 2 + 1

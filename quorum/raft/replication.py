@@ -243,6 +243,13 @@ class Replication:
     def _failed(self, flight: _InFlight, now_ms: int) -> None:
         if isinstance(flight.context, Call):
             flight.context.on_done(None, now_ms)
+        elif flight.api_key == api.VOTE:
+            # A voter we cannot reach gives no vote this round: with the others' refusals the
+            # election is lost now (a split vote backs off at once, not after its timeout).
+            for key, ask in flight.context.items():
+                group = self.groups.get(key)
+                if group is not None:
+                    group.on_vote_unanswered(flight.destination, ask.pre_vote, ask.epoch, now_ms)
         elif flight.api_key == api.FETCH:
             flight.context.on_failure(now_ms, self.config.retry_backoff_ms)
         elif flight.api_key == api.FETCH_SNAPSHOT:

@@ -147,3 +147,19 @@ def test_followers_of_a_dead_leader_timing_out_together_still_elect_one_of_them(
     # Node 2 times out in turn; its pre-vote reaches us: we grant (no fetch since the timeout).
     granted = ctx.deliver_vote_request(epoch=5, candidate_id=2, last_epoch=3, last_offset=5, pre_vote=True)
     assert granted.vote_granted
+
+
+def test_a_candidate_refused_by_one_voter_and_unable_to_reach_the_other_backs_off_at_once():
+    """A split vote after a leader's node died: the other candidate refuses, the dead node
+    cannot be reached; waiting out the election timeout (1-2 s) only delays the next try."""
+    ctx = unattached(epoch=4)
+    ctx.advance(2 * ctx.election_timeout_ms)
+    for s in ctx.assert_sent_vote_request(epoch=5, last_epoch=3, last_offset=5, pre_vote=True):
+        ctx.respond(s, ctx.vote_response(granted=True, epoch=4))
+    votes = ctx.assert_sent_vote_request(epoch=5, last_epoch=3, last_offset=5, pre_vote=False)
+    ctx.assert_role("Candidate", 5)
+    to_2 = [s for s in votes if s.destination == 2][0]
+    ctx.respond(to_2, ctx.vote_response(granted=False, epoch=5))
+    ctx.node.on_unreachable(3, ctx.now_ms)
+    ctx.poll()
+    assert ctx.role in ("Unattached", "Voted") and ctx.epoch == 5
