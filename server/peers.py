@@ -1,5 +1,6 @@
-"""Node-to-node transport: one Kafka connection per peer, the core's Sends written in order,
-answers matched by correlation id and handed back to the node.
+"""Node-to-node transport: two Kafka connections per peer (follower fetches on one, every other
+request on the other), the core's Sends written in order, answers matched by correlation id
+and handed back to the node.
 
 A peer is reached at the address this node's --voters gives for it. Connections are made on
 the first send and remade after a failure with exponential backoff; while a peer cannot be
@@ -24,6 +25,8 @@ CONNECT_TIMEOUT_S = 2.0
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
 MAX_FRAME = 256 * 1024 * 1024
+FETCH_API, FETCH_SNAPSHOT_API = 1, 59
+LONG_POLL_APIS = frozenset({FETCH_API, FETCH_SNAPSHOT_API})
 
 
 class PeerLink(asyncio.Protocol):
@@ -152,14 +155,18 @@ class PeerLinks:
 
     def send(self, sends) -> None:
         for send in sends:
-            link = self._links.get(send.destination)
+            # Two connections per peer: a Kafka connection answers in request order, so a Vote
+            # behind a follower's long-poll Fetch would wait for it (up to fetch_max_wait_ms);
+            # the benchmark saw split votes last seconds that way.
+            lane = "fetch" if send.api_key in LONG_POLL_APIS else "control"
+            link = self._links.get((send.destination, lane))
             if link is None:
                 address = self._addresses.get(send.destination) or self._resolve(send.destination)
                 if address is None:
                     log.warning("no address for node", node=send.destination)
                     self.on_unreachable(send.destination)
                     continue
-                link = self._links[send.destination] = PeerLink(self, send.destination, address)
+                link = self._links[(send.destination, lane)] = PeerLink(self, send.destination, address)
             link.send(send)
 
     def close(self) -> None:
