@@ -165,23 +165,8 @@ def wait_agreed(cluster, topic: str, partitions: int, isr: int, timeout: float) 
 def create_topic(cluster, topic: str, partitions: int, rf: int, timeout: float = 60.0) -> dict[int, int]:
     """CreateTopics via confluent's AdminClient (retried while the controller settles), then
     until every node agrees on the leaders and the ISR is full. {partition: leader}."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    deadline = time.monotonic() + timeout
-    while True:
-        futures = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=10, request_timeout=15)
-        try:
-            futures[topic].result(timeout=20)
-            break
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                break
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-    return wait_agreed(cluster, topic, partitions, rf, max(deadline - time.monotonic(), 5))
+    left = cluster.create_topic(topic, partitions, rf, timeout)
+    return wait_agreed(cluster, topic, partitions, rf, max(left, 5))
 
 
 def scrape(cluster, i: int) -> dict[str, float]:

@@ -56,24 +56,8 @@ def wait_brokers_registered(cluster: KraftdCluster, topic: str, timeout: float =
 def create_topic(cluster: KraftdCluster, topic: str, partitions: int, rf: int, timeout: float = 60.0) -> None:
     """CreateTopics through confluent-kafka's AdminClient, retried while the controller settles;
     then until every node agrees on a leader for every partition and its ISR is full."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    deadline = time.monotonic() + timeout
-    while True:
-        future = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=10, request_timeout=15)
-        try:
-            future[topic].result(timeout=20)
-            break
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                break
-            if time.monotonic() > deadline:
-                raise
-            print(f"create_topics {topic}: {exc}; retrying")
-            time.sleep(0.5)
-    wait_leaders_agreed(cluster, topic, partitions, rf, deadline - time.monotonic())
+    left = cluster.create_topic(topic, partitions, rf, timeout)
+    wait_leaders_agreed(cluster, topic, partitions, rf, left)
 
 
 def wait_leaders_agreed(cluster: KraftdCluster, topic: str, partitions: int, isr: int, timeout: float) -> dict[int, int]:

@@ -76,6 +76,27 @@ class KraftdCluster:
     def process(self, i: int) -> KraftdProcess:
         return self._processes[i]
 
+    def create_topic(self, topic: str, partitions: int, rf: int, timeout: float = 60.0) -> float:
+        """CreateTopics through confluent-kafka's AdminClient, retried while the controller
+        settles (TOPIC_ALREADY_EXISTS counts as done); returns the seconds left of `timeout`."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap()})
+        deadline = time.monotonic() + timeout
+        while True:
+            futures = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=10, request_timeout=15)
+            try:
+                futures[topic].result(timeout=20)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        return deadline - time.monotonic()
+
     # -- processes ---------------------------------------------------------------------------
     def start(self, i: int, timeout: float = 30.0) -> None:
         self._processes[i].start(timeout)
