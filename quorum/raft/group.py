@@ -259,10 +259,8 @@ class RaftGroup:
                         and not self.env.leader_unreachable(r.leader_id, now_ms)):
                     r.fetch_deadline_ms = heard + self.env.config.fetch_timeout_ms
                 elif self.may_stand:
-                    st = self.env.streams.get(r.leader_id)
-                    log.debug("%s-%d: fetch timeout: heard %s now %s unreachable %s stream %s", *self.key, heard, now_ms,
-                              self.env.leader_unreachable(r.leader_id, now_ms),
-                              st and (st.in_flight, sorted(st.unflushed), st.next_send_ms, len(st.groups), st.session_epoch))
+                    log.debug("%s-%d: fetch timeout: heard %s now %s unreachable %s", *self.key, heard, now_ms,
+                              self.env.leader_unreachable(r.leader_id, now_ms))
                     self._become_prospective(now_ms)
                     return
                 elif not self.is_voter:
