@@ -16,6 +16,7 @@ from kraftd.config.settings import Settings, format_host_port
 
 from .broker import Broker, now_ms
 from .connection import KafkaConnection
+from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
 
 log = structlog.get_logger("kraftd.app")
@@ -165,6 +166,7 @@ def serve(settings: Settings, node_factory: NodeFactory = open_file_node) -> int
         return await KraftdServer(settings, node_factory).run()
 
     _raise_open_file_limit()
+    tune_malloc()
     return uvloop.run(main())
 
 

@@ -17,6 +17,7 @@ import structlog
 
 from kraftd.protocol import messages as m
 from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
+from kraftd.server.frame_reader import FrameReader, FrameSizeError
 
 log = structlog.get_logger("kraftd.peers")
 
@@ -29,7 +30,7 @@ FETCH_API, FETCH_SNAPSHOT_API = 1, 59
 LONG_POLL_APIS = frozenset({FETCH_API, FETCH_SNAPSHOT_API})
 
 
-class PeerLink(asyncio.Protocol):
+class PeerLink(asyncio.BufferedProtocol):
     """The connection to one peer (reconnecting); requests are pipelined."""
 
     def __init__(self, links: "PeerLinks", node_id: int, address: tuple[str, int]) -> None:
@@ -40,7 +41,7 @@ class PeerLink(asyncio.Protocol):
         self._connecting: asyncio.Task | None = None
         self._queue: list[tuple[int, bytes]] = []          # (correlation, frame) until connected
         self._in_flight: dict[int, tuple[int, int]] = {}   # correlation -> (api key, version)
-        self._buf = bytearray()
+        self._reader = FrameReader(MAX_FRAME)
         self._backoff = BACKOFF_MIN_S
         self._next_attempt = 0.0
 
@@ -84,25 +85,21 @@ class PeerLink(asyncio.Protocol):
         if queued:
             transport.write(b"".join(frame for _, frame in queued))
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos = 0
-        while len(buf) - pos >= 4:
-            size = _SIZE.unpack_from(buf, pos)[0]
-            if size < 4 or size > MAX_FRAME:
-                self._abort(f"bad frame size {size}")
-                return
-            if len(buf) - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4:pos + 4 + size])
-            pos += 4 + size
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._reader.buffer_updated(nbytes)
+        except FrameSizeError as e:
+            self._abort(f"bad frame size {e}")
+            return
+        for frame in frames:
             self._on_frame(frame)
             if self._transport is None:
                 return
-        del buf[:pos]
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame) -> None:
         correlation = _SIZE.unpack_from(frame, 0)[0]
         kind = self._in_flight.pop(correlation, None)
         if kind is None:
@@ -116,7 +113,7 @@ class PeerLink(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self._transport = None
-        self._buf.clear()
+        self._reader.reset()
         self._fail_all()
 
     def _abort(self, why: str) -> None:

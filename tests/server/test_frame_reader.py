@@ -1,0 +1,67 @@
+"""FrameReader: whatever the socket's read sizes, the frames come out whole, in order, once;
+large frames are read into their own buffer without a copy; bad sizes are refused."""
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftd.server.frame_reader import FrameReader, FrameSizeError
+
+
+def framed(payloads) -> bytes:
+    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+
+def feed(reader: FrameReader, data: bytes, read_sizes) -> list[bytes]:
+    """Play the event loop: each read fills at most what get_buffer offered and the next size."""
+    out, pos, sizes = [], 0, iter(read_sizes)
+    while pos < len(data):
+        buf = reader.get_buffer(-1)
+        assert len(buf) > 0
+        n = min(len(buf), len(data) - pos, next(sizes, 1 << 30))
+        buf[:n] = data[pos:pos + n]
+        pos += n
+        out.extend(bytes(f) for f in reader.buffer_updated(n))
+    return out
+
+
+payload = st.one_of(st.binary(max_size=300), st.integers(0, 200_000).map(lambda n: bytes([n % 251]) * n))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(payload, max_size=12), st.lists(st.integers(1, 70_000), max_size=200))
+def test_frames_survive_any_read_sizes(payloads, read_sizes):
+    reader = FrameReader(1 << 20, scratch_bytes=64 * 1024)
+    assert feed(reader, framed(payloads), read_sizes) == payloads
+
+
+def test_a_large_frame_is_read_into_its_own_buffer():
+    reader = FrameReader(1 << 20, scratch_bytes=1024)
+    big = bytes(range(256)) * 40  # 10 KiB, larger than half the scratch buffer
+    data = framed([big])
+    first = reader.get_buffer(-1)
+    first[:100] = data[:100]
+    assert reader.buffer_updated(100) == []
+    rest = reader.get_buffer(-1)
+    assert len(rest) == len(big) - 96  # exactly the frame's remaining bytes, nothing more
+    rest[:] = data[100:]
+    (frame,) = reader.buffer_updated(len(rest))
+    assert frame == big and isinstance(frame, bytearray)
+    assert rest.obj is frame  # the socket wrote into the frame itself: no copy
+
+
+@pytest.mark.parametrize("size", [-1, (1 << 20) + 1])
+def test_bad_frame_sizes_are_refused(size):
+    reader = FrameReader(1 << 20)
+    buf = reader.get_buffer(-1)
+    buf[:4] = struct.pack(">i", size)
+    with pytest.raises(FrameSizeError):
+        reader.buffer_updated(4)
+
+
+def test_reset_forgets_a_partial_frame():
+    reader = FrameReader(1 << 20, scratch_bytes=1024)
+    assert feed(reader, framed([b"x" * 5000])[:700], []) == []
+    reader.reset()
+    assert feed(reader, framed([b"abc", b"de"]), [3]) == [b"abc", b"de"]
