@@ -209,6 +209,8 @@ class Node:
             snapshots.load_ms = (self._clock() - started) * 1000.0
         partition.snapshots = snapshots
         self.snapshots[partition.key] = snapshots
+        if hasattr(partition.log, "cache_replicated"):
+            partition.log.cache_replicated = True  # the state machine reads committed records back
 
     def _create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
         if self.plane is not None:

@@ -151,10 +151,10 @@ class PartitionLog(abc.ABC):
             latest = self.epoch_cache.latest_epoch
             if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        return self._append(view, placed, -1)
+        return self._append(view, placed, -1, replicated=True)
 
-    def _append(self, buf, placed: list, log_append_time_ms: int) -> AppendResult:
-        self._store(buf, placed)
+    def _append(self, buf, placed: list, log_append_time_ms: int, *, replicated: bool = False) -> AppendResult:
+        self._store(buf, placed, replicated=replicated)
         headers = [h for _, h in placed]
         self._update_producers(headers)
         max_ts, offset_of_max = -1, headers[-1].last_offset
@@ -174,8 +174,9 @@ class PartitionLog(abc.ABC):
                                  h.base_offset, h.last_offset, h.max_timestamp, is_control=h.is_control)
 
     @abc.abstractmethod
-    def _store(self, buf, placed: list[tuple[int, BatchHeader]]) -> None:
-        """Write whole batches, found at these positions of `buf`, at the log end."""
+    def _store(self, buf, placed: list[tuple[int, BatchHeader]], *, replicated: bool = False) -> None:
+        """Write whole batches, found at these positions of `buf`, at the log end; `replicated`:
+        a follower's copy of its leader's batches."""
 
     @abc.abstractmethod
     def read(

@@ -61,7 +61,7 @@ class MemoryLog(PartitionLog):
 
 
     # -- append -----------------------------------------------------------------------------
-    def _store(self, buf, placed) -> None:
+    def _store(self, buf, placed, *, replicated: bool = False) -> None:
         items = [(h, bytes(buf[pos:pos + h.size])) for pos, h in placed]
         total = sum(h.size for h, _ in items)
         seg = self._segments[-1]

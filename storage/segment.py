@@ -39,6 +39,7 @@ MMAP_MIN_BYTES = 64 << 10
 _TIME_ENTRY = struct.Struct(">qI")
 _SCAN_CHUNK = 1 << 20
 _HEADER_CHUNK = 8192
+_PAGE = mmap.PAGESIZE
 _MAX_REL = 0xFFFFFFFF
 
 
@@ -92,6 +93,7 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.use_mmap = use_mmap
         self.sealed = False
+        self.cold_from: int | None = None  # replicated bytes from here: drop from the cache once durable
         self._map: mmap.mmap | None = None
         self._map_size = 0
         self.next_offset = base_offset  # exact for the active segment and after a scan
@@ -280,6 +282,16 @@ class LogSegment:
 
     def fsync(self) -> None:
         os.fsync(self.fd)
+
+    def drop_cached(self, start: int, end: int) -> None:
+        """Tell the kernel bytes [start, end) (durable by now) will not be read soon, so their
+        page-cache pages are freed and reused for the next writes. Advisory: errors ignored."""
+        start -= start % _PAGE
+        if end > start:
+            try:
+                os.posix_fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
+            except (OSError, AttributeError):
+                pass
 
     # -- recovery scan ------------------------------------------------------------------------
     def recover(self, check_crc: bool = True) -> tuple[int, str | None, list[BatchHeader]]:
