@@ -16,6 +16,7 @@ from kraftd.config.settings import Settings, format_host_port
 
 from .broker import Broker, now_ms
 from .connection import KafkaConnection
+from .hw_checkpoints import HighWatermarkCheckpointer
 from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
 
@@ -50,6 +51,7 @@ class KraftdServer:
         self._metrics_http: MetricsHttpServer | None = None
         self._serving = False
         self._stop = asyncio.Event()
+        self._hw_checkpoints: HighWatermarkCheckpointer | None = None
 
     @property
     def serving(self) -> bool:
@@ -87,6 +89,9 @@ class KraftdServer:
             post_routes={"/admin/snapshot": self.broker.snapshots.request})
         self.metrics_address = await self._metrics_http.start(*s.metrics_address)
         self.broker.start()
+        if getattr(self.node, "topics", None) is not None:  # a file-backed node (not a test's fake core)
+            self._hw_checkpoints = HighWatermarkCheckpointer(self.node, s.data_dir)
+            self._hw_checkpoints.start()
         await self._listener.start_serving()
         self._serving = True
         log.info("metrics listening on " + format_host_port(*self.metrics_address))
@@ -154,6 +159,8 @@ class KraftdServer:
             await self._metrics_http.close()
         if self.node is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.node.close)
+            if self._hw_checkpoints is not None:  # after close: every log flushed, so the HWs count in full
+                await self._hw_checkpoints.stop()
             self.node = None
         await asyncio.sleep(0)  # let transports run their close callbacks
         log.info("kraftd stopped")
