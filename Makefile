@@ -16,9 +16,10 @@ $(VENV)/.installed: $(VENV)/.venv-created pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-# Plus the test/bench tools: pytest, hypothesis, kio, the real Kafka clients, Tansu.
+# Plus the test/bench tools: pytest, hypothesis, kio, the real Kafka clients, Tansu, and the
+# Spark pipeline's extra (pyspark; its tests need Java 17 and skip, saying so, without it).
 $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e '.[dev,bench,spark]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -1,0 +1,169 @@
+"""`format("kraftd-log")` and `format("kraftd-snapshot")`: a data dir's files as DataFrames,
+read without a running server. See README.md, "Spark pipeline"."""
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from kraftd.protocol.records import decode_records
+
+from .arrow import ROWS_PER_BATCH, RowBuffer, log_ddl
+from .log_files import (DEFAULT_SPLIT_BYTES, iter_snapshot_batches, iter_split_batches, latest_snapshot_path,
+                        partition_dirs, plan_segment_splits, records_section_size, snapshot_splits)
+from .options import OptionError
+
+__all__ = ["KraftdLogDataSource", "KraftdSnapshotDataSource", "BATCHES_DDL", "SNAPSHOT_DDL"]
+
+BATCHES_DDL = ("topic string, partition int, baseOffset long, lastOffset long, leaderEpoch int, records int, "
+               "sizeBytes int, uncompressedBytes int, compression string, isControl boolean, producerId long, "
+               "maxTimestamp long")
+SNAPSHOT_DDL = "key binary, value binary, snapshotEndOffset long, snapshotEpoch int"
+_CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _opt(options, name: str, default=None):
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    return lowered.get(name.lower(), default)
+
+
+def _path(options) -> str:
+    path = _opt(options, "path")
+    if not path:
+        raise OptionError("a path is required: load(DATA_DIR), load(DATA_DIR/<topic>-<p>) or load(FILE.checkpoint)")
+    return path
+
+
+class SplitPartition(InputPartition):
+    def __init__(self, split) -> None:
+        super().__init__(split)
+        self.split = split
+
+
+class LogReader(DataSourceReader):
+    def __init__(self, options) -> None:
+        self.path = _path(options)
+        self.include_headers = str(_opt(options, "includeHeaders", "false")).lower() == "true"
+        self.batches = str(_opt(options, "rows", "records")).lower() == "batches"
+        end = _opt(options, "endOffset")
+        self.end_offset = int(end) if end is not None else None
+        self.split_bytes = int(_opt(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
+
+    def partitions(self):
+        splits = [s for d in partition_dirs(self.path) for s in plan_segment_splits(d, self.split_bytes)]
+        if self.end_offset is not None:
+            splits = [s for s in splits if s.base_offset < self.end_offset]
+        return [SplitPartition(s) for s in splits] or [SplitPartition(None)]
+
+    def read(self, partition):
+        split = partition.split
+        if split is None:
+            return
+        if self.batches:
+            yield from self._read_batches(split)
+            return
+        rows = RowBuffer(include_headers=self.include_headers, batch_columns=True)
+        hi = self.end_offset
+        for batch, header in iter_split_batches(split):
+            if hi is not None and header.base_offset >= hi:
+                break
+            if header.last_offset < split.log_start:
+                continue
+            rows.add_batch(split.topic, split.partition, batch, header, split.log_start, hi)
+            if rows.full():
+                yield rows.take()
+        if len(rows):
+            yield rows.take()
+
+    def _read_batches(self, split):
+        cols: dict = {k: [] for k in ("topic", "partition", "baseOffset", "lastOffset", "leaderEpoch", "records",
+                                      "sizeBytes", "uncompressedBytes", "compression", "isControl", "producerId",
+                                      "maxTimestamp")}
+        for batch, h in iter_split_batches(split):
+            if h.last_offset < split.log_start:
+                continue
+            cols["topic"].append(split.topic)
+            cols["partition"].append(split.partition)
+            cols["baseOffset"].append(h.base_offset)
+            cols["lastOffset"].append(h.last_offset)
+            cols["leaderEpoch"].append(h.partition_leader_epoch)
+            cols["records"].append(h.records_count)
+            cols["sizeBytes"].append(h.size)
+            cols["uncompressedBytes"].append(records_section_size(batch, h) + 61)
+            cols["compression"].append(_CODEC_NAMES[h.attributes & 7] if (h.attributes & 7) < 5 else "unknown")
+            cols["isControl"].append(h.is_control)
+            cols["producerId"].append(h.producer_id)
+            cols["maxTimestamp"].append(h.max_timestamp)
+            if len(cols["topic"]) >= ROWS_PER_BATCH:
+                yield _batches_table(cols)
+                cols = {k: [] for k in cols}
+        if cols["topic"]:
+            yield _batches_table(cols)
+
+
+def _batches_table(cols: dict) -> pa.RecordBatch:
+    types = {"topic": pa.string(), "partition": pa.int32(), "baseOffset": pa.int64(), "lastOffset": pa.int64(),
+             "leaderEpoch": pa.int32(), "records": pa.int32(), "sizeBytes": pa.int32(),
+             "uncompressedBytes": pa.int32(), "compression": pa.string(), "isControl": pa.bool_(),
+             "producerId": pa.int64(), "maxTimestamp": pa.int64()}
+    return pa.RecordBatch.from_arrays([pa.array(cols[k], types[k]) for k in types], names=list(types))
+
+
+class KraftdLogDataSource(DataSource):
+    """Segment files as rows: Kafka's columns plus baseOffset, leaderEpoch, producerId, isControl
+    (control records included, flagged). Option rows=batches gives one row per batch instead."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kraftd-log"
+
+    def schema(self) -> str:
+        if str(_opt(self.options, "rows", "records")).lower() == "batches":
+            return BATCHES_DDL
+        return log_ddl(str(_opt(self.options, "includeHeaders", "false")).lower() == "true")
+
+    def reader(self, schema):
+        return LogReader(self.options)
+
+
+class SnapshotFileReader(DataSourceReader):
+    def __init__(self, options) -> None:
+        self.path = latest_snapshot_path(_path(options))
+        self.split_bytes = int(_opt(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
+
+    def partitions(self):
+        return [SplitPartition(s) for s in snapshot_splits(self.path, self.split_bytes)]
+
+    def read(self, partition):
+        path, end_offset, epoch, positions = partition.split
+        keys: list = []
+        values: list = []
+        for batch, header in iter_snapshot_batches(path, positions):
+            for record in decode_records(batch, header):
+                keys.append(record.key)
+                values.append(record.value)
+            if len(keys) >= ROWS_PER_BATCH:
+                yield _snapshot_batch(keys, values, end_offset, epoch)
+                keys, values = [], []
+        if keys:
+            yield _snapshot_batch(keys, values, end_offset, epoch)
+
+
+def _snapshot_batch(keys, values, end_offset, epoch) -> pa.RecordBatch:
+    n = len(keys)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array([end_offset] * n, pa.int64()),
+         pa.array([epoch] * n, pa.int32())], names=["key", "value", "snapshotEndOffset", "snapshotEpoch"])
+
+
+class KraftdSnapshotDataSource(DataSource):
+    """A KIP-630 checkpoint file (or a partition directory's newest one) as key/value rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kraftd-snapshot"
+
+    def schema(self) -> str:
+        return SNAPSHOT_DDL
+
+    def reader(self, schema):
+        return SnapshotFileReader(self.options)
