@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping, NamedTuple
 
-from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import crc_ok, decode_records, iter_batch_headers
+from kraftd.protocol.records import decode_records
+from kraftd.storage.segment_files import list_segments, scan_segment
 
 
 class LogEntry(NamedTuple):
@@ -71,38 +71,38 @@ def read_replica_log(data_dir, topic: str, partition: int, *, node=None) -> Repl
     entries: list[LogEntry] = []
     problems: list[tuple[int, str]] = []
     end = 0
-    for path in sorted(directory.glob("*.log")) if directory.is_dir() else []:
+    for segment in list_segments(directory) if directory.is_dir() else []:
+        path = Path(segment.path)
         try:
-            buf = path.read_bytes()
-        except FileNotFoundError:  # replaced by a truncation's rename between glob and read
+            buf = path.read_bytes()  # a copy, not a mapping: the node may still be running
+        except FileNotFoundError:  # replaced by a truncation's rename between listing and read
             continue
-        pos = 0
-        try:
-            for pos, h in iter_batch_headers(buf):
-                if not crc_ok(buf, pos, h):
-                    problems.append((h.base_offset, f"{path.name}: CRC mismatch in batch at offset "
-                                                    f"{h.base_offset} (position {pos})"))
-                    break
-                if h.base_offset < end:
-                    problems.append((h.base_offset, f"{path.name}: batch at offset {h.base_offset} starts "
-                                                    f"below the previous batch's end {end}"))
-                records = decode_records(memoryview(buf)[pos:pos + h.size], h)
-                epoch = h.partition_leader_epoch
-                if h.is_control:
-                    entries += [LogEntry(r.offset, None, None, epoch, True) for r in records]
-                elif h.producer_id >= 0 and h.base_sequence >= 0:
-                    entries += [LogEntry(r.offset, r.key, r.value, epoch, False,
-                                         (h.producer_id, h.producer_epoch, h.base_sequence + r.offset - h.base_offset))
-                                for r in records]
-                else:
-                    entries += [LogEntry(r.offset, r.key, r.value, epoch) for r in records]
-                end = h.next_offset
-                pos += h.size
+        # The shared offline scanner (kraftd verify's): framing, CRCs, offsets against `end`.
+        scan = scan_segment(buf, path=path.name, base_offset=segment.base_offset, expected_offset=end)
+        backwards = {p.position: p.message for p in scan.problems if p.kind == "backwards"}
+        for b in scan.batches:
+            h, pos = b.header, b.position
+            if not b.crc_ok:  # what a restart's recovery would truncate: stop reading this segment
+                problems.append((h.base_offset, f"{path.name}: CRC mismatch in batch at offset "
+                                                f"{h.base_offset} (position {pos})"))
+                break
+            if pos in backwards:
+                problems.append((h.base_offset, f"{path.name}: {backwards[pos]}"))
+            records = decode_records(memoryview(buf)[pos:pos + h.size], h)
+            epoch = h.partition_leader_epoch
+            if h.is_control:
+                entries += [LogEntry(r.offset, None, None, epoch, True) for r in records]
+            elif h.producer_id >= 0 and h.base_sequence >= 0:
+                entries += [LogEntry(r.offset, r.key, r.value, epoch, False,
+                                     (h.producer_id, h.producer_epoch, h.base_sequence + r.offset - h.base_offset))
+                            for r in records]
             else:
-                if pos < len(buf):
-                    problems.append((end, f"{path.name}: torn tail of {len(buf) - pos} bytes at position {pos}"))
-        except CorruptRecordError as exc:
-            problems.append((end, f"{path.name}: unreadable batch at position {pos}: {exc}"))
+                entries += [LogEntry(r.offset, r.key, r.value, epoch) for r in records]
+            end = h.next_offset
+        else:
+            stopped = [p for p in scan.problems if p.position == scan.end_position]
+            if stopped:  # a torn tail or a header the walk cannot get past
+                problems.append((end, f"{path.name}: {stopped[0].message}"))
     return ReplicaLog(node if node is not None else str(data_dir), entries, end, problems)
 
 
@@ -114,17 +114,15 @@ def read_replica_logs(dirs: Mapping | Iterable, topic: str, partition: int) -> l
 
 def log_end_offset(data_dir, topic: str, partition: int) -> int:
     """The offset after the last complete batch of one node's log (headers only: cheap)."""
-    segments = sorted(partition_dir(data_dir, topic, partition).glob("*.log"))
-    for path in reversed(segments):
+    directory = partition_dir(data_dir, topic, partition)
+    for segment in reversed(list_segments(directory) if directory.is_dir() else []):
         try:
-            buf = path.read_bytes()
+            buf = Path(segment.path).read_bytes()
         except FileNotFoundError:
             continue
-        end = None
-        for _, h in iter_batch_headers(buf):
-            end = h.next_offset
-        if end is not None:
-            return end
+        scan = scan_segment(buf, path=segment.path, base_offset=segment.base_offset)
+        if scan.batches:
+            return scan.end_offset
     return 0
 
 
