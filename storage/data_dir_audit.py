@@ -188,6 +188,10 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
     scans: list[SegmentScan] = []
     prev_end: int | None = None
     prev_epoch = (-1, None)  # (epoch, where)
+    # FileLog._open rescans the segments from the one holding the recovery point on, and none
+    # after a clean shutdown (unless their index files look wrong).
+    bases = [s.base_offset for s in segments]
+    first_rescanned = max(0, bisect.bisect_right(bases, rp.offset) - 1) if rp is not None else 0
     for i, segment in enumerate(segments):
         last = i == len(segments) - 1
         buf = read_file(segment.path)
@@ -197,8 +201,9 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
             out.append(Finding("segment", segment.path, f"the segment is named for offset {segment.base_offset} but the "
                                f"previous segment ends at offset {prev_end}", name, segment.base_offset, 0))
         prev_end = scan.end_offset
+        rescanned = (rp is None or not rp.clean) and (i >= first_rescanned or last)
         for problem in scan.problems:
-            out.append(_segment_problem(scan, problem, name, last, rp, hw))
+            out.append(_segment_problem(scan, problem, name, last, rescanned, rp, hw))
         for b in scan.batches:
             h = b.header
             if check_record_contents and b.crc_ok:
@@ -236,13 +241,17 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
     return PartitionAudit(name, directory, scans, log_start, log_end, hw)
 
 
-def _segment_problem(scan: SegmentScan, problem, name: str, last: bool, rp: _RecoveryPoint | None,
-                     hw: int | None) -> Finding:
+def _segment_problem(scan: SegmentScan, problem, name: str, last: bool, rescanned: bool,
+                     rp: _RecoveryPoint | None, hw: int | None) -> Finding:
     message = problem.message
     severity = FINDING
     if problem.position == scan.recovery_keeps:
-        message += f"; recovery keeps the first {problem.position} bytes and truncates the other " \
-                   f"{scan.size - problem.position}" + ("" if last else ", and deletes every later segment")
+        if rescanned:
+            message += f"; recovery keeps the first {problem.position} bytes and truncates the other " \
+                       f"{scan.size - problem.position}" + ("" if last else ", and deletes every later segment")
+        else:
+            message += ("; startup does not rescan this segment (" + ("clean shutdown" if rp.clean else
+                        f"below the recovery point {rp.offset}") + "), so the node would keep and serve it")
     if problem.kind == "torn" and last:
         unflushed = rp is not None and not rp.clean and problem.offset >= rp.offset
         if unflushed and (hw is None or problem.offset >= hw):

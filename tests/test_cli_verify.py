@@ -102,8 +102,10 @@ def test_a_flipped_byte_in_record_data_is_a_crc_finding_at_its_batch(tmp_path, c
     line = only(findings)
     assert line.startswith(f"FINDING [segment] {seg}, partition {NAME}, offset {header.base_offset}, "
                            f"position {position}: CRC mismatch in batch at offset {header.base_offset}")
-    # What recovery would do about it, as FileLog's own scan sees it.
-    assert f"recovery keeps the first {position} bytes" in line and "deletes every later segment" in line
+    # After a clean shutdown startup trusts sealed segments: it would not notice. So says the finding.
+    assert line.endswith("startup does not rescan this segment (clean shutdown), so the node would keep and serve it")
+    report = FileLog(tmp_path / "d" / NAME).recovery_report
+    assert report.segments_scanned == [] and report.truncated_segment is None
 
 
 def test_the_audit_and_recovery_agree_on_where_a_segment_goes_bad(tmp_path, capsys):
@@ -113,6 +115,7 @@ def test_the_audit_and_recovery_agree_on_where_a_segment_goes_bad(tmp_path, caps
     flip(seg, position + header.size - 1)
     status, findings, _ = verify(capsys, tmp_path / "d")
     assert status == 1 and f"offset {header.base_offset}, position {position}: CRC mismatch" in only(findings)
+    assert f"recovery keeps the first {position} bytes and truncates the other" in only(findings)
     report = FileLog(tmp_path / "d" / NAME).recovery_report
     assert (report.truncated_segment, report.truncated_at_position) == (int(seg.stem), position)
 
@@ -265,6 +268,7 @@ def test_a_leftover_snapshot_part_is_a_note(tmp_path, capsys):
     (tmp_path / "d" / NAME / f"{30:020d}-{2:010d}.checkpoint.part").write_bytes(b"half")
     status, findings, notes = verify(capsys, tmp_path / "d")
     assert (status, findings) == (0, []) and "startup removes it" in only(notes)
+    assert verify(capsys, tmp_path / "d", extra=["--no-notes"]) == (0, [], [])
 
 
 # -- torn tails ------------------------------------------------------------------------------------
@@ -365,3 +369,36 @@ def test_replicas_without_a_hw_checkpoint_are_not_compared_and_a_note_says_so(tm
     assert (status, findings) == (0, [])
     assert any(f"partition {NAME}: not compared: no high watermark checkpointed for it in {tmp_path / 'n2'}" in line
                for line in notes), notes
+
+
+def test_crc_valid_garbage_records_are_found_unless_headers_only(tmp_path, capsys):
+    from kraftd.protocol.records import compute_crc
+
+    make_partition(tmp_path / "d", hw=BATCHES + 1)
+    seg = segments(tmp_path / "d")[0]
+    position, header = batches(seg)[2]
+    data = bytearray(seg.read_bytes())
+    data[position + 61] = 0x7F  # the first record's length varint: now past the batch's end
+    data[position + 17:position + 21] = compute_crc(data, position, header).to_bytes(4, "big")
+    seg.write_bytes(bytes(data))
+    status, findings, _ = verify(capsys, tmp_path / "d")
+    assert status == 1
+    assert only(findings).startswith(f"FINDING [records] {seg}, partition {NAME}, offset {header.base_offset}, "
+                                     f"position {position}: batch {header.base_offset}..{header.last_offset}: "
+                                     "records unreadable although the CRC holds")
+    assert verify(capsys, tmp_path / "d", extra=["--headers-only"])[:2] == (0, [])
+
+
+def test_state_files_that_do_not_parse(tmp_path, capsys):
+    make_partition(tmp_path / "d", hw=BATCHES + 1)
+    (tmp_path / "d" / "topics.json").write_text("{not json")
+    (tmp_path / "d" / NAME / "log-start-offset").write_text("twelve\n")
+    status, findings, _ = verify(capsys, tmp_path / "d")
+    assert status == 1 and len(findings) == 2
+    assert findings[0].startswith(f"FINDING [state-file] {tmp_path / 'd' / 'topics.json'}: not valid JSON")
+    assert findings[1].startswith(f"FINDING [log-start-offset] {tmp_path / 'd' / NAME / 'log-start-offset'}, "
+                                  f"partition {NAME}: unreadable")
+    (tmp_path / "d" / "replication-offset-checkpoint").write_text("0\n1\nevents\n")
+    status, findings, _ = verify(capsys, tmp_path / "d")
+    assert any(line.startswith(f"FINDING [replication-offset-checkpoint] {tmp_path / 'd'}/replication-offset-"
+                               "checkpoint: 'events' is not 'topic partition offset' (line 3)") for line in findings)
