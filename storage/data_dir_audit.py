@@ -62,6 +62,7 @@ _TIME_ENTRY = struct.Struct(">qI")       # max timestamp so far, relative offset
 _RECOVERY_POINT = struct.Struct(">qBI")  # offset, clean flag, crc32 of the first 9 bytes (file_log.py)
 _STATE_FILES = ("topics.json", "quorum-state", "producer-id-block")
 _MAX_REPORTED_PER_FILE = 5
+_ACTIVE_INDEX_NOTE = " (the active segment's indexes are rebuilt by recovery after an unclean shutdown)"
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
     segments = list_segments(directory)
     scans: list[SegmentScan] = []
     prev_end: int | None = None
-    prev_epoch = (-1, None)  # (epoch, where)
+    top_epoch, top_epoch_at = -1, None  # the highest batch leader epoch so far, and the last batch with it
     # FileLog._open rescans the segments from the one holding the recovery point on, and none
     # after a clean shutdown (unless their index files look wrong).
     bases = [s.base_offset for s in segments]
@@ -198,8 +199,8 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
         scan = scan_segment(buf, path=segment.path, base_offset=segment.base_offset)
         scans.append(scan)
         if prev_end is not None and segment.base_offset != prev_end:
-            out.append(Finding("segment", segment.path, f"the segment is named for offset {segment.base_offset} but the "
-                               f"previous segment ends at offset {prev_end}", name, segment.base_offset, 0))
+            out.append(Finding("segment", segment.path, f"the segment is named for offset {segment.base_offset} "
+                               f"but the previous segment ends at offset {prev_end}", name, segment.base_offset, 0))
         prev_end = scan.end_offset
         rescanned = (rp is None or not rp.clean) and (i >= first_rescanned or last)
         for problem in scan.problems:
@@ -213,12 +214,12 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
                     out.append(Finding("records", segment.path, f"batch {h.base_offset}..{h.last_offset}: records "
                                        f"unreadable although the CRC holds: {exc}", name, h.base_offset, b.position))
             epoch = h.partition_leader_epoch
-            if epoch >= 0:
-                if epoch < prev_epoch[0]:
-                    out.append(Finding("segment", segment.path, f"batch {h.base_offset}..{h.last_offset} has leader epoch "
-                                       f"{epoch}, below epoch {prev_epoch[0]} of the batch at offset {prev_epoch[1]}",
-                                       name, h.base_offset, b.position))
-                prev_epoch = (max(epoch, prev_epoch[0]), h.base_offset if epoch >= prev_epoch[0] else prev_epoch[1])
+            if 0 <= epoch < top_epoch:
+                out.append(Finding("segment", segment.path, f"batch {h.base_offset}..{h.last_offset} has leader "
+                                   f"epoch {epoch}, below epoch {top_epoch} of the batch at offset {top_epoch_at}",
+                                   name, h.base_offset, b.position))
+            elif epoch >= top_epoch:
+                top_epoch, top_epoch_at = epoch, h.base_offset
         index_severity = NOTE if last and not (rp is not None and rp.clean) else FINDING
         _check_offset_index(scan, name, index_severity, out)
         _check_time_index(scan, name, index_severity, out)
@@ -335,7 +336,7 @@ def _check_offset_index(scan: SegmentScan, name: str, severity: str, out: list[F
             _missing_index(path, name, out)
         return
     at_position = {b.position: b.header.base_offset for b in scan.batches}
-    note = " (the active segment's indexes are rebuilt by recovery after an unclean shutdown)" if severity == NOTE else ""
+    note = _ACTIVE_INDEX_NOTE if severity == NOTE else ""
     bad = []
     prev_rel = prev_pos = -1
     for i, (rel, pos) in enumerate(entries):
@@ -363,7 +364,7 @@ def _check_time_index(scan: SegmentScan, name: str, severity: str, out: list[Fin
             _missing_index(path, name, out)
         return
     by_offset = {b.header.base_offset: b.header for b in scan.batches}
-    note = " (the active segment's indexes are rebuilt by recovery after an unclean shutdown)" if severity == NOTE else ""
+    note = _ACTIVE_INDEX_NOTE if severity == NOTE else ""
     bad = []
     prev_ts, prev_rel = None, -1
     for i, (ts, rel) in enumerate(entries):
@@ -478,7 +479,8 @@ def _parse_epoch_checkpoint(path: str, raw: bytes, name: str, out: list[Finding]
 
 
 # -- snapshots and leftovers ----------------------------------------------------------------------
-def _check_snapshots(directory: str, name: str, files: set[str], out: list[Finding], check_record_contents: bool) -> None:
+def _check_snapshots(directory: str, name: str, files: set[str], out: list[Finding],
+                     check_record_contents: bool) -> None:
     for file in sorted(files):
         sid = parse_snapshot_filename(file)
         path = os.path.join(directory, file)
@@ -504,7 +506,8 @@ def _check_snapshots(directory: str, name: str, files: set[str], out: list[Findi
         try:
             SnapshotReader.open(path)
         except Exception as exc:  # CorruptSnapshotError, or a decoder error in the header record
-            where = scan.batches[-1] if scan.batches and "last" in str(exc) else (scan.batches[0] if scan.batches else None)
+            batches = scan.batches
+            where = (batches[-1] if "last" in str(exc) else batches[0]) if batches else None
             out.append(Finding("snapshot", path, f"{label}: {exc}", name,
                                where.header.base_offset if where else None, where.position if where else 0))
 
@@ -556,8 +559,9 @@ def _batches_from(partition: PartitionAudit, start: int, limit: int) -> Iterator
 
 
 def _record_identity(h: BatchHeader, r) -> tuple:
+    sequence = h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1
     return (r.timestamp, r.key, r.value, tuple(r.headers), h.partition_leader_epoch, h.is_control,
-            h.producer_id, h.producer_epoch, h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1)
+            h.producer_id, h.producer_epoch, sequence)
 
 
 def _first_difference(a: Iterator[_BatchRef], b: Iterator[_BatchRef], start: int) -> tuple[int, str] | None:
@@ -603,7 +607,8 @@ def _holding(partition: PartitionAudit, offset: int) -> tuple[SegmentScan, Scann
     return None
 
 
-def _describe(data_dir: str, partition: PartitionAudit, offset: int) -> tuple[str, bytes | None, str | None, int | None]:
+def _describe(data_dir: str, partition: PartitionAudit,
+              offset: int) -> tuple[str, bytes | None, str | None, int | None]:
     """(text, identity bytes of the batch, path, position) of one replica at `offset`."""
     found = _holding(partition, offset)
     if found is None:

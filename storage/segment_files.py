@@ -106,7 +106,8 @@ def scan_segment(buf, *, path: str, base_offset: int, expected_offset: int | Non
         try:
             h = parse_batch_header(buf, pos)
         except CorruptRecordError as exc:
-            scan.problems.append(ScanProblem("header", pos, expected, f"unreadable batch header at position {pos}: {exc}"))
+            scan.problems.append(ScanProblem("header", pos, expected,
+                                             f"unreadable batch header at position {pos}: {exc}"))
             break
         if h.size < _MIN_BATCH_SIZE:
             scan.problems.append(ScanProblem("header", pos, h.base_offset,
@@ -125,8 +126,8 @@ def scan_segment(buf, *, path: str, base_offset: int, expected_offset: int | Non
                                              f"CRC mismatch in batch at offset {h.base_offset} (position {pos})"))
         if h.base_offset > expected:
             scan.problems.append(ScanProblem("gap", pos, h.base_offset,
-                                             f"batch at position {pos} starts at offset {h.base_offset}, "
-                                             f"expected {expected}: offsets {expected}..{h.base_offset - 1} are missing"))
+                                             f"batch at position {pos} starts at offset {h.base_offset}, expected "
+                                             f"{expected}: offsets {expected}..{h.base_offset - 1} are missing"))
         elif h.base_offset < expected:
             scan.problems.append(ScanProblem("backwards", pos, h.base_offset,
                                              f"batch at position {pos} starts at offset {h.base_offset}, below "

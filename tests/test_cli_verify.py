@@ -60,7 +60,8 @@ def verify(capsys, *dirs, extra=()) -> tuple[int, list[str], list[str]]:
     status = main(["verify", *extra, "--data-dir", *map(str, dirs)])
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith(f"{sum(line.startswith('FINDING') for line in out)} findings"), out[-1]
-    return status, [line for line in out if line.startswith("FINDING")], [line for line in out if line.startswith("NOTE")]
+    findings = [line for line in out if line.startswith("FINDING")]
+    return status, findings, [line for line in out if line.startswith("NOTE")]
 
 
 def only(lines: list[str]) -> str:
@@ -402,3 +403,14 @@ def test_state_files_that_do_not_parse(tmp_path, capsys):
     status, findings, _ = verify(capsys, tmp_path / "d")
     assert any(line.startswith(f"FINDING [replication-offset-checkpoint] {tmp_path / 'd'}/replication-offset-"
                                "checkpoint: 'events' is not 'topic partition offset' (line 3)") for line in findings)
+
+
+def test_a_batch_straddling_the_hw_is_compared_only_below_it(tmp_path, capsys):
+    # Batch 21..25 holds the HW 23: offsets 21 and 22 are committed, 23..25 are not.
+    make_partition(tmp_path / "n1", records_per_batch=5, hw=23)
+    make_partition(tmp_path / "n2", records_per_batch=5, hw=26,
+                   value=lambda o: b"other" if o == 23 else b"value-%d" % o)
+    assert verify(capsys, tmp_path / "n1", tmp_path / "n2")[:2] == (0, [])
+    write_replication_offsets(tmp_path / "n1" / "replication-offset-checkpoint", {(TOPIC, 0): 24})
+    status, findings, _ = verify(capsys, tmp_path / "n1", tmp_path / "n2")
+    assert status == 1 and "replicas differ at offset 23, below the high watermark 24" in only(findings)
