@@ -11,9 +11,10 @@ past a bad CRC as long as the batch lengths still frame the file.
         scan.problems   # ScanProblem(kind, position, offset, message)
 
 Problem kinds: "torn" (the file ends inside a batch header or a batch), "header" (a length
-below the minimum, or a count that disagrees with the offset delta), "magic" (not 2) — the walk
-cannot go on past "torn", "header" lengths and "magic" — then "crc", "gap" (a batch starts
-after the offset the previous one ended at) and "backwards" (it starts before it).
+below the minimum, or a negative offset delta), "magic" (not 2) — the walk cannot go on past
+"torn", "header" lengths and "magic" — then "crc", "gap" (a batch starts after the offset the
+previous one ended at), "backwards" (it starts before it) and "count" (a record count that
+disagrees with the offset delta).
 """
 from __future__ import annotations
 
@@ -63,8 +64,9 @@ class SegmentScan:
 
     @property
     def recovery_keeps(self) -> int:
-        """Bytes a recovery scan (`LogSegment.recover`) keeps: everything before the first problem."""
-        return min((p.position for p in self.problems), default=self.size)
+        """Bytes a recovery scan (`LogSegment.recover`) keeps: everything before the first problem
+        it checks for (all but "count")."""
+        return min((p.position for p in self.problems if p.kind != "count"), default=self.size)
 
 
 def list_segments(directory: str | os.PathLike) -> list[SegmentFile]:
@@ -133,7 +135,8 @@ def scan_segment(buf, *, path: str, base_offset: int, expected_offset: int | Non
                                              f"batch at position {pos} starts at offset {h.base_offset}, below "
                                              f"the previous batch's end {expected}"))
         if h.last_offset_delta < 0 or h.records_count != h.last_offset_delta + 1:
-            scan.problems.append(ScanProblem("header", pos, h.base_offset,
+            # A negative delta stops recovery (LogSegment.recover); a count mismatch alone does not.
+            scan.problems.append(ScanProblem("header" if h.last_offset_delta < 0 else "count", pos, h.base_offset,
                                              f"batch at offset {h.base_offset} (position {pos}) has "
                                              f"{h.records_count} records but last offset delta {h.last_offset_delta}"))
         scan.batches.append(ScannedBatch(pos, h, ok))
