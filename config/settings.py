@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     # Cluster membership: "1@host:port,2@host:port,..." (Kafka's controller.quorum.voters).
     # Unset: a one-node cluster. The addresses are where *this* node reaches each voter.
     voters: str | None = None
+    # This (empty) data dir replaces a voter's lost one: its groups with a history vote only once
+    # caught up (README, "Replacing a lost disk"). Like etcd's --initial-cluster-state=existing.
+    rejoin: bool = False
     replica_lag_time_max_ms: int = Field(30_000, gt=0)
     default_replication_factor: int | None = Field(None, gt=0)  # None: min(3, live brokers)
     # The metadata leader fences a broker it has not heard from for this long.

@@ -51,7 +51,7 @@ class Node:
     def __init__(self, config: NodeConfig, *, catalog, election_store, producer_id_store, open_log,
                  open_snapshot_store=None, new_session_id=None, clock=None, rng: random.Random | None = None,
                  raft_config: RaftConfig | None = None, bugs: BugSwitches | None = None,
-                 cluster_id: str | None = None, rejoining: bool = False) -> None:
+                 cluster_id: str | None = None, rejoining: bool = False, on_rejoin_complete=None) -> None:
         self.config = config
         self._catalog = catalog
         self._election_store = election_store
@@ -64,8 +64,10 @@ class Node:
         self._open_snapshot_store = open_snapshot_store
         self._clock = clock  # a monotonic seconds clock, only to report how long loading took
         # A node restarted on an empty data dir may have voted before and forgotten it: its groups
-        # may not vote or stand until each has caught up with a leader once (the disk-loss rule).
+        # with a history may not vote or stand until each has caught up with a leader once (the
+        # disk-loss rule; `_may_vote_when_fresh`).
         self._rejoining = rejoining
+        self._on_rejoin_complete = on_rejoin_complete  # the file-backed node removes its marker
         self._started = False
         self.snapshots: dict[PartitionKey, PartitionSnapshots] = {}
         self._snapshot_jobs_due: set[PartitionKey] = set()
@@ -101,12 +103,14 @@ class Node:
     def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
         """File-backed node: recover every log, then elect (a single voter leads at a new epoch). Blocking."""
         from kraftd.storage import FileLog, TopicCatalog
+        from kraftd.storage.rejoin_marker import clear_rejoin_marker, rejoin_marked
         from kraftd.storage.snapshots import SnapshotStore
 
         from .raft.election_state import FileElectionStore
 
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
+        rejoining = rejoin_marked(data_dir, rejoin=config.rejoin and config.clustered)
 
         def open_log(topic: str, index: int, topic_config: TopicConfig):
             return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
@@ -116,7 +120,7 @@ class Node:
         node = cls(config, catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                    producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                    open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),
-                   clock=clock)
+                   clock=clock, rejoining=rejoining, on_rejoin_complete=lambda: clear_rejoin_marker(data_dir))
         node.start(now_ms)
         node.settle_startup(now_ms)
         return node
@@ -184,12 +188,41 @@ class Node:
             if len(voters) == 1:
                 floor = self.leader_epoch_floor()
                 epoch = max(floor - 1, 0) if self._started else floor
-            stored = ElectionState(epoch, may_vote=not self._rejoining)
+            stored = ElectionState(epoch, may_vote=self._may_vote_when_fresh(topic, index))
         self.replication.add_group(partition, voters, stored, self._now_ms, persist_now=fresh)
         partition.raft = self.replication.groups[partition.key]
         if fresh and self.plane is not None and voters[0] == self.config.node_id and topic != METADATA_TOPIC:
             partition.raft.stand_now(self._now_ms)  # the preferred leader of a new partition
         return partition
+
+    def _may_vote_when_fresh(self, topic: str, index: int) -> bool:
+        """The disk-loss rule (README): on a data dir that replaced a lost one, every group starts
+        without a vote (whether this node voted in it before cannot be known) until it has
+        caught up with a leader, or until the rejoin is complete (`_check_rejoin_complete`)."""
+        return not self._rejoining
+
+    def _check_rejoin_complete(self) -> None:
+        """A rejoin is complete once the metadata group votes again, the image is applied up to
+        its HW, and every partition the image assigns here is hosted and votes again. A group
+        created after that is for a partition created after the disk was lost: no vote of this
+        node's to forget, so it votes at once (and the marker file goes)."""
+        metadata = self.replication.groups.get((METADATA_TOPIC, 0))
+        if metadata is None or not metadata.state.may_vote:
+            return
+        partition = metadata.partition
+        if partition.snapshots.machine.applied_offset < partition.high_watermark:
+            return
+        groups = self.replication.groups
+        for info in self.plane.image.topics.values():
+            for p in info.partitions.values():
+                if self.config.node_id in p.replicas:
+                    group = groups.get((info.name, p.index))
+                    if group is None or not group.state.may_vote:
+                        return
+        self._rejoining = False
+        if self._on_rejoin_complete is not None:
+            self._on_rejoin_complete()
+        log.info("rejoin after a disk loss complete: every group hosted here has caught up")
 
     def leader_epoch_floor(self) -> int:
         epochs = [g.epoch for g in self.replication.groups.values() if len(g.voters) == 1]
@@ -481,6 +514,8 @@ class Node:
             if now_ms >= self._next_balance_ms:
                 self._next_balance_ms = now_ms + BALANCE_INTERVAL_MS
                 self._balance_leaders(now_ms)
+                if self._rejoining:
+                    self._check_rejoin_complete()
         if now_ms >= self._next_retention_ms:
             self._apply_retention(now_ms)
             self._next_retention_ms = now_ms + self.config.retention_check_interval_ms

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     for flag, (field, kind) in FLAGS.items():
         metavar = "HOST:PORT" if kind is str and "listen" in flag else field.upper()
         p.add_argument(flag, dest=field, type=kind, default=None, metavar=metavar)
+    p.add_argument("--rejoin", dest="rejoin", action="store_true", default=None,
+                   help="this empty data dir replaces a voter's lost one: vote only once caught up")
     p.set_defaults(run=run)
 
 
@@ -32,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from kraftd.config.settings import ConfigError, Settings
 
     try:
-        settings = Settings.load(args.config, **{f: getattr(args, f) for f, _ in FLAGS.values()})
+        flags = {f: getattr(args, f) for f, _ in FLAGS.values()}
+        flags["rejoin"] = args.rejoin
+        settings = Settings.load(args.config, **flags)
     except ConfigError as e:
         print(f"kraftd: {e}", file=sys.stderr)
         return 2

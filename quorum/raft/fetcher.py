@@ -192,6 +192,7 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
         env.truncated(group)
         return True
     if data.snapshot_id.end_offset >= 0:
+        group.caught_up_once(data.high_watermark, now_ms)  # notes the leader's HW (disk-loss rule)
         env.start_snapshot_download(group, SnapshotId(data.snapshot_id.end_offset, data.snapshot_id.epoch))
         return True
     records = data.records

@@ -500,9 +500,20 @@ class RaftGroup:
         if self.state.may_vote or self.leader_hw_seen < 0:
             return
         # A new leader's HW starts low; it covers everything committed before only once it
-        # passes the start of the leader's epoch (its LeaderChange batch, now in our log too).
+        # passes the start of the leader's epoch (its LeaderChange batch, now in our log too,
+        # or inside a snapshot of that epoch we installed: the epoch began at or before its end).
         latest = self.partition.log.epoch_cache.latest_entry
-        if latest is None or latest.epoch != self.epoch or self.leader_hw_seen <= latest.start_offset:
+        snapshots = self.partition.snapshots
+        snapshot = snapshots.latest if snapshots is not None else None
+        starts = []
+        if latest is not None and latest.epoch == self.epoch:
+            starts.append(latest.start_offset)  # after an install, the snapshot's end: too late
+        if snapshot is not None and snapshot.epoch == self.epoch:
+            starts.append(snapshot.end_offset - 1)
+        if not starts:
+            return
+        epoch_start = min(starts)
+        if self.leader_hw_seen <= epoch_start:
             return
         if self.durable_offset() >= self.leader_hw_seen:
             s = self.state

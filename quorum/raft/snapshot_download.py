@@ -107,3 +107,6 @@ class SnapshotDownloads:
         self.completed += 1
         group.check_truncation(d.snapshot_id.end_offset)  # installing restarts the log at the snapshot's end
         env.hooks.install_snapshot(group.partition, d.snapshot_id, now_ms)
+        # An idle partition's later fetches may bring no answer for it: the disk-loss rule checks
+        # here whether the snapshot already covers the leader's HW.
+        group.caught_up_once(-1, now_ms)
