@@ -97,7 +97,9 @@ class ProducedCount(WriterCommitMessage):
     records: int
 
 
-class KraftdBatchWriter(DataSourceArrowWriter):
+class _ArrowRowsProducer:
+    """What both writers do on a worker: produce every Arrow batch of the task's rows."""
+
     def __init__(self, options, schema) -> None:
         self.opts = sink_options(options)
         self.columns = check_sink_schema(schema, self.opts.topic)
@@ -109,17 +111,11 @@ class KraftdBatchWriter(DataSourceArrowWriter):
         return ProducedCount(producer.records)
 
 
-class KraftdStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options, schema) -> None:
-        self.opts = sink_options(options)
-        self.columns = check_sink_schema(schema, self.opts.topic)
+class KraftdBatchWriter(_ArrowRowsProducer, DataSourceArrowWriter):
+    pass
 
-    def write(self, iterator) -> ProducedCount:
-        with RowProducer(self.opts, self.columns) as producer:
-            for batch in iterator:
-                producer.add(batch)
-        return ProducedCount(producer.records)
 
+class KraftdStreamWriter(_ArrowRowsProducer, DataSourceStreamArrowWriter):
     def commit(self, messages, batchId) -> None:
         pass
 
