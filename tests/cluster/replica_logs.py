@@ -242,25 +242,15 @@ class MetadataView(NamedTuple):
 
 
 def metadata(address: str, topic: str, timeout: float = 5.0) -> MetadataView:
-    """One node's Metadata v12 for `topic`. Raw protocol, so nothing is cached or merged by a
-    client library; never auto-creates."""
-    from kraftd.client import WireClient
-    from kraftd.protocol import api
-    from kraftd.protocol import messages as m
+    """One node's Metadata v12 for `topic` (raw protocol through tests.cluster.support, so nothing
+    is cached or merged by a client library; never auto-creates), as this module's view."""
+    from tests.cluster.support import metadata as cluster_metadata
 
-    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)],
-                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    client = WireClient(address, client_id="replica-logs", timeout=timeout)
-    try:
-        r = client.request(api.METADATA, 12, request)
-    finally:
-        client.close()
-    found = [t for t in r.topics if t.name == topic]
+    view = cluster_metadata(address, [topic], timeout=timeout)
+    error, partitions = view.topics.get(topic, (None, {}))
     return MetadataView(
-        brokers={b.node_id: f"{b.host}:{b.port}" for b in r.brokers}, controller_id=r.controller_id,
-        topic_error=found[0].error_code if found else None,
-        partitions={p.partition_index: PartitionState(p.leader_id, p.leader_epoch, tuple(p.replica_nodes),
-                                                      tuple(p.isr_nodes)) for t in found for p in t.partitions})
+        brokers=view.brokers, controller_id=view.controller_id, topic_error=error,
+        partitions={i: PartitionState(p.leader, p.leader_epoch, p.replicas, p.isr) for i, p in partitions.items()})
 
 
 def list_offset(address: str, topic: str, partition: int, timestamp: int = -1, timeout: float = 5.0) -> tuple[int, int]:
