@@ -63,6 +63,8 @@ class _Filler:
             return kio_errors.ErrorCode(0 if n % 2 else 3)
         if kafka_type == "timedelta_i32":
             return primitive.i32Timedelta.parse(datetime.timedelta(milliseconds=n))
+        if kafka_type == "timedelta_i64":
+            return primitive.i64Timedelta.parse(datetime.timedelta(milliseconds=n))
         if kafka_type == "datetime_i64":
             return primitive.TZAware.parse(datetime.datetime.fromtimestamp(n, datetime.timezone.utc))
         if kafka_type == "uuid":
