@@ -187,9 +187,7 @@ def snapshot_splits(path: str, split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[t
     sid = reader.snapshot_id
     end_offset, epoch = (sid.end_offset, sid.epoch) if sid else (-1, -1)
     splits, current, current_bytes = [], [], 0
-    for pos, header in reader._batches[1:-1]:
-        if header.is_control:
-            continue
+    for pos, header in reader.data_batches():
         current.append((pos, header.size))
         current_bytes += header.size
         if current_bytes >= split_bytes:

@@ -17,8 +17,8 @@ from typing import Iterable, Iterator, NamedTuple
 from kraftd.protocol import messages
 from kraftd.protocol.control_records import ControlType, build_control_batch, parse_control_record_key
 from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import (BATCH_HEADER_SIZE, Compression, build_batch, crc_ok, decode_records,
-                                     parse_batch_header)
+from kraftd.protocol.records import (BATCH_HEADER_SIZE, BatchHeader, Compression, build_batch, crc_ok,
+                                     decode_records, parse_batch_header)
 
 from .atomic_file import fsync_dir
 
@@ -204,16 +204,21 @@ class SnapshotReader:
         header_record, _ = messages.SnapshotHeaderRecord.decode(memoryview(value), 0, 0)
         return cls(path, buf, batches, header_record.last_contained_log_timestamp)
 
+    def data_batches(self) -> list[tuple[int, BatchHeader]]:
+        """(file position, header) of every data batch, in file order: the batches between the
+        SnapshotHeader and the SnapshotFooter, control batches left out. Positions index the
+        file itself, so a reader may map it and decode a subset (the Spark pipeline splits a
+        snapshot this way)."""
+        return [(pos, header) for pos, header in self._batches[1:-1] if not header.is_control]
+
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         view = memoryview(self._buf)
-        for pos, header in self._batches[1:-1]:
-            if header.is_control:
-                continue
+        for pos, header in self.data_batches():
             for record in decode_records(view[pos:pos + header.size], header):
                 yield record.key, record.value
 
     def info(self) -> SnapshotInfo:
-        data = [h for _, h in self._batches[1:-1] if not h.is_control]
+        data = [h for _, h in self.data_batches()]
         return SnapshotInfo(self.snapshot_id, self.size, len(self._batches), sum(h.records_count for h in data),
                             self.last_contained_log_timestamp)
 

@@ -65,3 +65,20 @@ def test_abort_removes_the_partial_file(tmp_path):
     part.abort()
     part.abort()  # idempotent
     assert store.ids() == [] and names(store) == []
+
+
+def test_data_batches_are_the_batches_between_header_and_footer(tmp_path):
+    """SnapshotReader.data_batches: positions into the file of every data batch, in order, header
+    and footer (control batches) left out; decoding them gives items()."""
+    from kraftd.protocol.records import decode_records
+    from kraftd.storage.snapshots import SnapshotReader
+
+    data = snapshot_bytes(tmp_path)
+    every = list(iter_batch_headers(data))
+    reader = SnapshotReader.open(str(tmp_path / "leader" / "00000000000000000040-0000000002.checkpoint"))
+    batches = reader.data_batches()
+    assert batches == every[1:-1] and len(batches) > 1
+    assert every[0][1].is_control and every[-1][1].is_control and not any(h.is_control for _, h in batches)
+    decoded = {r.key: r.value for pos, h in batches for r in decode_records(data[pos:pos + h.size], h)}
+    assert decoded == ITEMS == dict(reader.items())
+    assert reader.info().records == len(ITEMS)
