@@ -121,6 +121,16 @@ class Settings(BaseSettings):
     # The metadata leader fences a broker it has not heard from for this long.
     broker_session_timeout_ms: int = Field(9_000, gt=0)
 
+    # Consumer groups (Kafka's names): __consumer_offsets partitions (fixed once created), the
+    # delayed first rebalance, allowed session timeouts, and how long an empty group's offsets
+    # are kept.
+    offsets_topic_num_partitions: int = Field(50, gt=0)
+    group_initial_rebalance_delay_ms: int = Field(3000, ge=0)
+    group_min_session_timeout_ms: int = Field(6000, gt=0)
+    group_max_session_timeout_ms: int = Field(1_800_000, gt=0)
+    offsets_retention_minutes: int = Field(7 * 24 * 60, gt=0)
+    offsets_retention_check_interval_ms: int = Field(600_000, gt=0)
+
     @field_validator("listen", "metrics_listen")
     @classmethod
     def _bindable(cls, v: str) -> str:

@@ -58,7 +58,7 @@ GROUP_APIS = frozenset({OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAV
 # Broker-to-controller APIs whose codecs exist but that no handler serves yet: framing encodes
 # and decodes them, ApiVersions does not list them, so no client is told to send them. Take a
 # key out when its handler lands.
-NOT_ADVERTISED = frozenset({ALTER_PARTITION, BROKER_REGISTRATION, ALLOCATE_PRODUCER_IDS}) | GROUP_APIS
+NOT_ADVERTISED = frozenset({ALTER_PARTITION, BROKER_REGISTRATION, ALLOCATE_PRODUCER_IDS})
 
 
 class ApiSpec(NamedTuple):

@@ -40,6 +40,13 @@ class NodeConfig:
     replica_lag_time_max_ms: int = 30_000
     default_replication_factor: int | None = None
     broker_session_timeout_ms: int = 9_000
+    # Consumer groups (quorum/groups/settings.py has the rest at Kafka's defaults).
+    offsets_topic_num_partitions: int = 50
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     extra: dict = field(default_factory=dict)
 
     @property

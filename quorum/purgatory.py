@@ -1,8 +1,9 @@
-"""Parked requests (long-poll fetches, acks=-1 produces) waiting on partitions or a deadline."""
+"""Parked requests (long-poll fetches, acks=-1 produces) waiting on partitions or a deadline,
+and timers (group sessions, rebalance deadlines) that fire at a deadline and may wake keys."""
 from __future__ import annotations
 
 import heapq
-from typing import Any, Hashable, Iterable, Protocol
+from typing import Any, Callable, Hashable, Iterable, Protocol
 
 from .outcomes import Completion
 
@@ -19,6 +20,20 @@ class DelayedOperation(Protocol):
         """The response to send when the deadline passes."""
 
 
+class Timer:
+    """A scheduled callback; `cancel()` stops it from firing (it stays in the heap until due)."""
+
+    __slots__ = ("deadline_ms", "fire", "cancelled")
+
+    def __init__(self, deadline_ms: int, fire: Callable[[int], Iterable[Hashable] | None]) -> None:
+        self.deadline_ms = deadline_ms
+        self.fire = fire
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class Purgatory:
     def __init__(self) -> None:
         self._next_token = 1
@@ -27,6 +42,27 @@ class Purgatory:
         self._deadlines: list[tuple[int, int]] = []
         self._notifying = False
         self._queued: list = []
+        self._timers: list[tuple[int, int, Timer]] = []
+        self._timer_seq = 0
+        self._woken: list = []
+
+    def schedule(self, deadline_ms: int, fire: Callable[[int], Iterable[Hashable] | None]) -> Timer:
+        """Call `fire(now_ms)` at the first expire() at or after the deadline; the keys it
+        returns are notified, so parked operations waiting on them can complete."""
+        timer = Timer(deadline_ms, fire)
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (deadline_ms, self._timer_seq, timer))
+        return timer
+
+    def wake(self, keys: Iterable[Hashable]) -> None:
+        """Notify these keys at the next expire() or take_woken() (a handler's side effects)."""
+        self._woken.extend(keys)
+
+    def take_woken(self, now_ms: int) -> list[Completion]:
+        if not self._woken:
+            return []
+        keys, self._woken = self._woken, []
+        return self.notify(keys, now_ms)
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -81,7 +117,7 @@ class Purgatory:
         return done
 
     def expire(self, now_ms: int) -> list[Completion]:
-        done = []
+        done = self._fire_timers(now_ms)
         while self._deadlines and self._deadlines[0][0] <= now_ms:
             _, token = heapq.heappop(self._deadlines)
             op = self._ops.get(token)
@@ -101,10 +137,28 @@ class Purgatory:
         self._deadlines.clear()
         return done
 
+    def _fire_timers(self, now_ms: int) -> list[Completion]:
+        keys = self._woken
+        self._woken = []
+        timers = self._timers
+        while timers and timers[0][0] <= now_ms:
+            _, _, timer = heapq.heappop(timers)
+            if not timer.cancelled:
+                timer.cancelled = True
+                woken = timer.fire(now_ms)
+                if woken:
+                    keys.extend(woken)
+        return self.notify(keys, now_ms) if keys else []
+
     def next_deadline_ms(self) -> int | None:
         while self._deadlines and self._deadlines[0][1] not in self._ops:
             heapq.heappop(self._deadlines)
-        return self._deadlines[0][0] if self._deadlines else None
+        while self._timers and self._timers[0][2].cancelled:
+            heapq.heappop(self._timers)
+        deadlines = [d[0] for d in (self._deadlines[:1] + self._timers[:1])]
+        if self._woken:
+            deadlines.append(0)
+        return min(deadlines) if deadlines else None
 
     def _remove(self, token: int) -> None:
         op = self._ops.pop(token)

@@ -2,8 +2,10 @@
 from kraftd.protocol import api
 
 from . import (allocate_producer_ids, alter_partition, api_versions, begin_quorum_epoch, broker_registration,
-               create_topics, delete_records, delete_topics, describe_quorum, end_quorum_epoch, fetch, fetch_snapshot,
-               find_coordinator, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, vote)
+               create_topics, delete_groups, delete_records, delete_topics, describe_groups, describe_quorum,
+               end_quorum_epoch, fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group,
+               leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
+               offset_for_leader_epoch, produce, sync_group, vote)
 
 HANDLERS = {
     api.API_VERSIONS: api_versions.handle,
@@ -25,4 +27,15 @@ HANDLERS = {
     api.ALTER_PARTITION: alter_partition.handle,
     api.BROKER_REGISTRATION: broker_registration.handle,
     api.ALLOCATE_PRODUCER_IDS: allocate_producer_ids.handle,
+    # the classic group protocol (quorum/groups/)
+    api.JOIN_GROUP: join_group.handle,
+    api.SYNC_GROUP: sync_group.handle,
+    api.HEARTBEAT: heartbeat.handle,
+    api.LEAVE_GROUP: leave_group.handle,
+    api.OFFSET_COMMIT: offset_commit.handle,
+    api.OFFSET_FETCH: offset_fetch.handle,
+    api.LIST_GROUPS: list_groups.handle,
+    api.DESCRIBE_GROUPS: describe_groups.handle,
+    api.DELETE_GROUPS: delete_groups.handle,
+    api.OFFSET_DELETE: offset_delete.handle,
 }

@@ -33,6 +33,8 @@ class HandlerContext:
     commit_latencies: deque = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES_KEPT))
     # Partitions appended to while handling; the node hands them to the flusher.
     appended: dict = field(default_factory=dict)
+    # The group coordinator (quorum.groups.coordinator.GroupCoordinator), made on first use.
+    groups: object = None
 
     @property
     def node_id(self) -> int:

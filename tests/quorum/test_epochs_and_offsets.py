@@ -175,12 +175,18 @@ def test_init_producer_id_hands_out_fresh_ids_across_restarts(ctx):
     assert ctx.respond(transactional, 4).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
-def test_find_coordinator_says_none_is_available(ctx):
+def test_find_coordinator_names_this_node_and_creates_the_offsets_topic(ctx):
+    """A single node leads every __consumer_offsets partition; the first lookup creates the
+    topic (snapshot policy); transactional ids still have no coordinator."""
     single = ctx.respond(m.FindCoordinatorRequest(key="g", key_type=0), 3)
-    assert (single.error_code, single.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    assert (single.error_code, single.node_id) == (ErrorCode.NONE, 1)
+    topic = ctx.node.topics.get("__consumer_offsets")
+    assert topic is not None and len(topic.partitions) == 50 and topic.config.is_snapshot_policy
     batched = ctx.respond(m.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), 4)
-    assert [(c.key, c.error_code) for c in batched.coordinators] == [
-        ("a", ErrorCode.COORDINATOR_NOT_AVAILABLE), ("b", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+    assert [(c.key, c.error_code, c.node_id) for c in batched.coordinators] == [
+        ("a", ErrorCode.NONE, 1), ("b", ErrorCode.NONE, 1)]
+    transactional = ctx.respond(m.FindCoordinatorRequest(key="tx", key_type=1), 3)
+    assert transactional.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 def test_init_producer_id_bumps_only_the_epoch_the_producer_holds(ctx):
