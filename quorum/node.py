@@ -19,7 +19,7 @@ from .fetch_sessions import FetchSessionCache
 from .fetch_sessions.contexts import partition_key_int
 from .handlers import HANDLERS
 from .handlers.context import LATENCY_SAMPLES_KEPT, HandlerContext
-from .node_config import NodeConfig
+from .node_config import NodeConfig, VoterSetMismatch
 from .outcomes import Completion, Outcome
 from .partition import Partition, PartitionKey
 from .producer_ids import ProducerIdAllocator
@@ -51,7 +51,8 @@ class Node:
     def __init__(self, config: NodeConfig, *, catalog, election_store, producer_id_store, open_log,
                  open_snapshot_store=None, new_session_id=None, clock=None, rng: random.Random | None = None,
                  raft_config: RaftConfig | None = None, bugs: BugSwitches | None = None,
-                 cluster_id: str | None = None, rejoining: bool = False, on_rejoin_complete=None) -> None:
+                 cluster_id: str | None = None, rejoining: bool = False, on_rejoin_complete=None,
+                 forced=None, on_forced_done=None) -> None:
         self.config = config
         self._catalog = catalog
         self._election_store = election_store
@@ -68,6 +69,7 @@ class Node:
         # disk-loss rule; `_may_vote_when_fresh`).
         self._rejoining = rejoining
         self._on_rejoin_complete = on_rejoin_complete  # the file-backed node removes its marker
+        self._data_dir_lock = None  # the file-backed node's DataDirLock, released by close()
         self._started = False
         self.snapshots: dict[PartitionKey, PartitionSnapshots] = {}
         self._snapshot_jobs_due: set[PartitionKey] = set()
@@ -85,7 +87,9 @@ class Node:
         self.plane: MetadataPlane | None = None
         if config.clustered:
             self.plane = MetadataPlane(config, replication=self.replication, purgatory=self._purgatory,
-                                       notify=self._notify, on_append=self._controller_appended, now_ms=0)
+                                       notify=self._notify, on_append=self._controller_appended, now_ms=0,
+                                       forced_lost=forced.lost if forced is not None else (),
+                                       on_forced_done=on_forced_done)
         self._ctx = HandlerContext(
             config=config, cluster_id=cluster_id, topics=self.topics, purgatory=self._purgatory,
             allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
@@ -103,14 +107,17 @@ class Node:
     def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
         """File-backed node: recover every log, then elect (a single voter leads at a new epoch). Blocking."""
         from kraftd.storage import FileLog, TopicCatalog
-        from kraftd.storage.rejoin_marker import clear_rejoin_marker, rejoin_marked
+        from kraftd.storage.rejoin_marker import clear_rejoin_marker
         from kraftd.storage.snapshots import SnapshotStore
 
         from .raft.election_state import FileElectionStore
 
+        from kraftd.storage.forced_recovery import clear_forced_recovery
+
+        from .data_dir_startup import prepare_data_dir
+
         data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        rejoining = rejoin_marked(data_dir, rejoin=config.rejoin and config.clustered)
+        startup = prepare_data_dir(config, now_ms)
 
         def open_log(topic: str, index: int, topic_config: TopicConfig):
             return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
@@ -120,9 +127,15 @@ class Node:
         node = cls(config, catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                    producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                    open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),
-                   clock=clock, rejoining=rejoining, on_rejoin_complete=lambda: clear_rejoin_marker(data_dir))
-        node.start(now_ms)
-        node.settle_startup(now_ms)
+                   clock=clock, rejoining=startup.rejoining, on_rejoin_complete=lambda: clear_rejoin_marker(data_dir),
+                   forced=startup.forced, on_forced_done=lambda: clear_forced_recovery(data_dir))
+        node._data_dir_lock = startup.lock
+        try:
+            node.start(now_ms)
+            node.settle_startup(now_ms)
+        except BaseException:
+            startup.lock.release()
+            raise
         return node
 
     @property
@@ -156,7 +169,7 @@ class Node:
                                        assignments=[voters])
         partition = topic.partitions[0]
         if partition is None or tuple(partition.raft.voters) != tuple(voters):
-            raise RuntimeError(f"{METADATA_TOPIC} here has voters {partition and partition.raft.voters}, "
+            raise VoterSetMismatch(f"{METADATA_TOPIC} here has voters {partition and partition.raft.voters}, "
                                f"--voters says {voters}; changing the voter set is not supported")
         self.plane.partition = partition
         self._reconcile(self._now_ms)
@@ -667,6 +680,8 @@ class Node:
         for partition in self.topics.partitions():
             partition.log.flush()
             partition.log.close()
+        if self._data_dir_lock is not None:
+            self._data_dir_lock.release()
 
 
 def _random_session_id() -> int:

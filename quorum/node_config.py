@@ -8,6 +8,10 @@ MIB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
 
 
+class VoterSetMismatch(RuntimeError):
+    """--voters names another metadata quorum than the data dir remembers."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
     node_id: int = 1

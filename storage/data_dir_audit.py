@@ -46,6 +46,7 @@ from typing import Iterable, Iterator
 
 from kraftd.protocol.records import BatchHeader, check_records, decode_records
 
+from .forced_recovery import DISCARDED_PREFIX
 from .file_log import EPOCH_CHECKPOINT_FILE, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE, RECOVERY_POINT_FILE
 from .replication_offset_checkpoint import (REPLICATION_OFFSET_CHECKPOINT_FILE, CheckpointFormatError,
                                             read_replication_offsets)
@@ -159,8 +160,8 @@ def audit_data_dir(data_dir, *, check_record_contents: bool = True) -> DataDirAu
     for name in sorted(os.listdir(data_dir)):
         directory = os.path.join(data_dir, name)
         match = _PARTITION_DIR.match(name)
-        if match is None or not os.path.isdir(directory):
-            continue
+        if match is None or not os.path.isdir(directory) or name.startswith(DISCARDED_PREFIX):
+            continue  # (what an unclean recovery set aside is no longer this node's data)
         key = (match.group(1), int(match.group(2)))
         hw = audit.high_watermarks.get(key) if audit.high_watermarks is not None else None
         audit.partitions[name] = _audit_partition(directory, name, hw, out, check_record_contents)

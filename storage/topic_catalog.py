@@ -76,6 +76,16 @@ class TopicCatalog:
         self._save()
         return info
 
+    def set_assignments(self, name: str, assignments) -> TopicInfo:
+        """Replace a topic's per-partition replica lists (an unclean recovery shrinks them)."""
+        old = self._topics[name]
+        if len(assignments) != old.partitions:
+            raise ValueError("one replica list per partition")
+        info = TopicInfo(name, old.topic_id, old.partitions, old.configs, tuple(tuple(a) for a in assignments))
+        self._topics[name] = info
+        self._save()
+        return info
+
     def delete(self, name: str) -> TopicInfo:
         info = self._topics.pop(name)
         self._save()

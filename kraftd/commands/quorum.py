@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     d.add_argument("--json", action="store_true", help="print the whole description as one JSON object")
     d.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per connection (default 30)")
     d.set_defaults(run=run_describe)
+    from .force_leader import register as register_force_leader
+    register_force_leader(sub)
 
 
 def _topic_partition(value: str) -> tuple[str, int]:

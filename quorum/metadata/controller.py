@@ -15,7 +15,9 @@ from kraftd.protocol.metadata_records import encode_metadata_record
 from kraftd.protocol.records import build_batch
 
 from ..outcomes import Park, Respond
-from .image import NO_LEADER, MetadataImage, register_broker_record
+from kraftd.protocol.messages import PartitionChangeRecord
+
+from .image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, register_broker_record
 
 PRODUCER_ID_BLOCK = 1000
 
@@ -68,6 +70,37 @@ class Controller:
         if done is not None:
             return Respond(done)
         return Park(self._purgatory.park(op))
+
+    def remove_lost_replicas(self, lost, now_ms: int, on_done) -> None:
+        """An unclean recovery: drop the `lost` nodes from every partition's replicas and ISR and
+        fence them; `on_done(result, now_ms)` once that is committed (result.error_code set if
+        not). A partition whose every replica was lost keeps its list (it stays offline)."""
+        lost = set(lost)
+        records = []
+        for topic in self.image.topics.values():
+            for info in topic.partitions.values():
+                kept = [r for r in info.replicas if r not in lost]
+                if not kept or len(kept) == len(info.replicas):
+                    continue
+                records.append(PartitionChangeRecord(
+                    partition_id=info.index, topic_id=info.topic_id, replicas=kept,
+                    isr=[r for r in info.isr if r not in lost] or kept, leader=LEADER_UNCHANGED,
+                    leader_recovery_state=1))  # Kafka's mark of an unclean election
+        for broker in self.image.brokers.values():
+            if broker.node_id in lost and not broker.fenced:
+                fenced = copy.copy(broker)
+                fenced.fenced = True
+                records.append(register_broker_record(fenced))
+        result = _WriteResult()
+        if not records:
+            on_done(result, now_ms)
+            return
+        end = self.append(records, now_ms)
+
+        def fail(error):
+            result.error_code = error
+
+        self.park(result, end, fail, 30_000, now_ms, on_done=on_done)
 
     # -- liveness ----------------------------------------------------------------------------------
     def fence_silent_brokers(self, last_heard_ms, node_id: int, now_ms: int) -> None:
@@ -128,6 +161,11 @@ class DelayedMetadataWrite:
         if self.on_done is not None:
             self.on_done(self.response, now_ms)
         return self.response
+
+
+class _WriteResult:
+    """The answer of a write the controller makes for itself (no client waits for it)."""
+    error_code = 0
 
 
 def new_topic_id(rng) -> uuid.UUID:

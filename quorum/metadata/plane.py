@@ -43,8 +43,13 @@ def is_peer(header) -> bool:
 
 
 class MetadataPlane:
-    def __init__(self, config, *, replication, purgatory, notify, on_append, now_ms: int) -> None:
+    def __init__(self, config, *, replication, purgatory, notify, on_append, now_ms: int,
+                 forced_lost=(), on_forced_done=None) -> None:
         self.config = config
+        # An unclean recovery's lost voters (`kraftd quorum force-leader`): once controller, we
+        # write their removal from every partition's replicas, then `on_forced_done()`.
+        self._forced_lost = tuple(forced_lost)
+        self._on_forced_done = on_forced_done
         self.ctx = None                       # the node's HandlerContext (set by the node)
         self._on_append = on_append           # (partition) -> None: the controller appended
         self._auto_creating: dict[str, int] = {}
@@ -115,6 +120,17 @@ class MetadataPlane:
                                              broker_session_timeout_ms=self.config.broker_session_timeout_ms,
                                              on_append=self._appended)
                 log.info("controller at epoch %d", self.controller.epoch)
+                if self._forced_lost:
+                    self.controller.remove_lost_replicas(self._forced_lost, now_ms, self._forced_recorded)
+
+    def _forced_recorded(self, response, now_ms: int) -> None:
+        if response is not None and getattr(response, "error_code", 0):
+            return  # not committed (we lost the leadership): the next controller here tries again
+        log.warning("forced recovery recorded: nodes %s removed from every partition's replicas",
+                    list(self._forced_lost))
+        self._forced_lost = ()
+        if self._on_forced_done is not None:
+            self._on_forced_done()
 
     def _appended(self, partition) -> None:
         self._on_append(partition)

@@ -62,6 +62,13 @@ class KraftdCluster:
             return self._proxies[node_id, j].address if (node_id, j) in self._proxies else self.node(j)
         return ",".join(f"{j}@{address(j)}" for j in self.voter_ids)
 
+    def change_voters(self, voter_ids) -> None:
+        """Every node is started from now on with these voters (after `kraftd quorum force-leader`)."""
+        self.voter_ids = list(voter_ids)
+        for i, process in self._processes.items():
+            if "--voters" in process.args:
+                process.args[process.args.index("--voters") + 1] = self.voters_spec(i)
+
     def node(self, i: int) -> str:
         """Node i's real Kafka listener, "127.0.0.1:port"."""
         return f"{HOST}:{self._ports[i][0]}"

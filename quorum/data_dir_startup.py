@@ -1,0 +1,67 @@
+"""What a file-backed node decides about its data dir before opening anything in it (blocking).
+
+- It takes the data dir's lock (a second process on the same dir, or `kraftd quorum force-leader`
+  against a live node, is refused).
+- A cluster node compares the metadata quorum's voters its catalog remembers with `--voters`:
+  equal is the normal case. A node that was a voter and is not in `--voters` any more was lost
+  in an unclean recovery: its logs may hold records the new leaders never had, so it sets its
+  whole data dir aside (`discarded-<ms>/`, nothing deleted) and starts empty, under the
+  disk-loss rule, as a broker. Any other change of the voter set is refused, as before.
+- It reads the rejoin marker (`--rejoin`) and a pending `forced-recovery.json`.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraftd.storage.data_dir_lock import DataDirLock
+from kraftd.storage.forced_recovery import ForcedRecovery, read_forced_recovery, set_aside
+from kraftd.storage.rejoin_marker import rejoin_marked
+
+from .node_config import VoterSetMismatch
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+@dataclass
+class DataDirStartup:
+    lock: DataDirLock
+    rejoining: bool
+    forced: ForcedRecovery | None
+    set_aside_to: Path | None = None
+
+
+def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
+    from kraftd.storage import TopicCatalog
+
+    data_dir = Path(config.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = DataDirLock(data_dir).acquire()
+    try:
+        moved = None
+        rejoin = config.rejoin and config.clustered
+        if config.clustered:
+            metadata = TopicCatalog(data_dir).get(METADATA_TOPIC)
+            remembered = tuple(sorted(metadata.assignments[0])) if metadata and metadata.assignments else None
+            wanted = tuple(sorted(config.voters))
+            if remembered is not None and remembered != wanted:
+                if config.node_id in remembered and config.node_id not in wanted:
+                    moved = set_aside(data_dir, now_ms)
+                    log.warning(
+                        "this node was a voter of %s and is not in --voters %s: an unclean recovery "
+                        "(kraftd quorum force-leader) left it out. Its data may hold records the new "
+                        "leaders never had, so it is set aside in %s (not deleted) and this node starts "
+                        "empty as a broker.", list(remembered), list(wanted), moved)
+                    rejoin = True  # it may have voted in groups it now knows nothing of
+                else:
+                    raise VoterSetMismatch(
+                        f"{METADATA_TOPIC} here has voters {list(remembered)}, --voters says {list(wanted)}; "
+                        "changing the voter set is only possible through `kraftd quorum force-leader` "
+                        "on every surviving voter")
+        return DataDirStartup(lock, rejoin_marked(data_dir, rejoin=rejoin), read_forced_recovery(data_dir), moved)
+    except BaseException:
+        lock.release()
+        raise
