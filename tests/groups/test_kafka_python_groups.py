@@ -117,5 +117,15 @@ def test_committed_offsets_survive_a_restart(tmp_path):
         # Per partition: LeaderChange at 0, 100 records, the restart's LeaderChange, 50 records.
         assert [consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)] == [152] * PARTITIONS
         consumer.close()
+        # kafka-python commits the leader epoch of the last record it consumed (KIP-320): the
+        # records after the restart were written in the restarted node's (higher) epoch.
+        from kraftd.protocol import api
+        from kraftd.protocol import messages as m
+        from tests.clients.helpers import RawClient
+        with RawClient(server.bootstrap) as raw:
+            fetched = raw.request(api.OFFSET_FETCH, 8, m.OffsetFetchRequest(groups=[
+                m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]))
+        epochs = {p.committed_leader_epoch for t in fetched.groups[0].topics for p in t.partitions}
+        assert len(epochs) == 1 and epochs.pop() >= 1
     finally:
         server.kill()
