@@ -94,7 +94,7 @@ class Node:
             config=config, cluster_id=cluster_id, topics=self.topics, purgatory=self._purgatory,
             allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
             fetch_sessions=self.fetch_sessions, replication=self.replication, plane=self.plane,
-            delete_topic=self.delete_topic,
+            delete_topic=self.delete_topic, clock=clock,
         )
         if self.plane is not None:
             self.plane.ctx = self._ctx
@@ -659,6 +659,13 @@ class Node:
             partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes,
                                           max_offset=partition.high_watermark)
             partition.after_log_start_moved()
+
+    def group_stats(self) -> dict | None:
+        """Consumer groups for /metrics (None until this node has served a group request)."""
+        coordinator = self._ctx.groups
+        if coordinator is None:
+            return None
+        return {**coordinator.stats(), "load_times_ms": coordinator.drain_load_times()}
 
     def fetch_session_stats(self) -> dict:
         cache = self.fetch_sessions

@@ -36,6 +36,7 @@ SNAPSHOT_MS_BUCKETS = (10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 
 # Raft election and commit latencies: 1 ms (a commit on a quiet LAN) to 10 s (an election
 # that needed several timeouts).
 RAFT_MS_BUCKETS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000)
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
 # cluster_stats() key -> help; each is exposed as the gauge kraftd_<key>.
 CLUSTER_GAUGES = {
     "metadata_leader_id": "Node id of the metadata quorum's leader (-1: none)",
@@ -118,6 +119,7 @@ class NodeCollector(Collector):
         # counts. Scrapes run on the loop thread, so the lock-free LoopHistogram is exact.
         self.raft_election_ms = LoopHistogram(RAFT_MS_BUCKETS)
         self.raft_commit_ms = LoopHistogram(RAFT_MS_BUCKETS)
+        self.coordinator_load_ms = LoopHistogram(SNAPSHOT_MS_BUCKETS)
 
     def describe(self) -> Iterable:
         return []  # dynamic: don't call collect() at registration (the node may not exist yet)
@@ -138,6 +140,7 @@ class NodeCollector(Collector):
         yield from _snapshot_families(node)
         yield from _fetch_session_families(node)
         yield from self._cluster_families(node)
+        yield from self._group_families(node)
         values = getattr(node, "metrics_values", None)
         if values is not None:
             for key, value in values().items():
@@ -175,6 +178,30 @@ class NodeCollector(Collector):
             fam = HistogramMetricFamily(name, doc)
             fam.add_metric([], hist.cumulative(), hist.sum)
             yield fam
+
+
+    def _group_families(self, node) -> Iterable:
+        stats = getattr(node, "group_stats", None)
+        s = stats() if stats is not None else None
+        if s is None:
+            s = {"groups": {}, "members": 0, "rebalances_total": 0, "offset_commits_total": 0, "load_times_ms": []}
+        groups = GaugeMetricFamily("kraftd_groups", "Consumer groups this node coordinates, by state",
+                                   labels=["state"])
+        for state in GROUP_STATES:
+            groups.add_metric([state], s["groups"].get(state, 0))
+        yield groups
+        yield GaugeMetricFamily("kraftd_group_members", "Members of the groups this node coordinates",
+                                value=s["members"])
+        yield CounterMetricFamily("kraftd_group_rebalances", "Rebalances started (a group entering "
+                                  "PreparingRebalance)", value=s["rebalances_total"])
+        yield CounterMetricFamily("kraftd_offset_commits", "Committed offsets written (one per partition)",
+                                  value=s["offset_commits_total"])
+        for value in s["load_times_ms"]:
+            self.coordinator_load_ms.observe(value)
+        fam = HistogramMetricFamily("kraftd_coordinator_load_time_ms", "Loading a __consumer_offsets "
+                                    "partition's groups and offsets on becoming its leader (ms)")
+        fam.add_metric([], self.coordinator_load_ms.cumulative(), self.coordinator_load_ms.sum)
+        yield fam
 
 
 def _snapshot_families(node) -> Iterable:

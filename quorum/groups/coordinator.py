@@ -36,7 +36,7 @@ class GroupCoordinator:
         self.offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         self.loaded: dict[int, int] = {}  # partition index -> the leader epoch its state was loaded at
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
-        self._clock = clock  # monotonic seconds, only to measure load times
+        self._clock = clock or ctx.clock  # monotonic seconds, only to measure load times
         # Metrics, drained or read by the shell.
         self.rebalances_total = 0
         self.offset_commits_total = 0

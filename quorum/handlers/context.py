@@ -35,6 +35,7 @@ class HandlerContext:
     appended: dict = field(default_factory=dict)
     # The group coordinator (quorum.groups.coordinator.GroupCoordinator), made on first use.
     groups: object = None
+    clock: Callable[[], float] | None = None  # monotonic seconds, only to measure load times
 
     @property
     def node_id(self) -> int:

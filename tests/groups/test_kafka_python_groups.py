@@ -127,5 +127,13 @@ def test_committed_offsets_survive_a_restart(tmp_path):
                 m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]))
         epochs = {p.committed_leader_epoch for t in fetched.groups[0].topics for p in t.partitions}
         assert len(epochs) == 1 and epochs.pop() >= 1
+
+        from tests.support.prometheus import scrape_samples
+        samples = scrape_samples(server.metrics_port)
+        assert samples[("kraftd_groups", (("state", "Empty"),))] == 1   # everyone left
+        assert samples[("kraftd_group_members", ())] == 0
+        assert samples[("kraftd_offset_commits_total", ())] >= PARTITIONS
+        assert samples[("kraftd_group_rebalances_total", ())] >= 1
+        assert samples[("kraftd_coordinator_load_time_ms_count", ())] >= 1   # loaded after the restart
     finally:
         server.kill()
