@@ -1,5 +1,5 @@
-"""Node-to-node transport: two Kafka connections per peer (follower fetches on one, every other
-request on the other), the core's Sends written in order, answers matched by correlation id
+"""Node-to-node transport: up to three Kafka connections per peer (follower fetches, snapshot
+chunks, every other request: `LANES`), the core's Sends written in order, answers matched by correlation id
 and handed back to the node.
 
 A peer is reached at the address this node's --voters gives for it. Connections are made on
@@ -27,7 +27,14 @@ BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
 MAX_FRAME = 256 * 1024 * 1024
 FETCH_API, FETCH_SNAPSHOT_API = 1, 59
-LONG_POLL_APIS = frozenset({FETCH_API, FETCH_SNAPSHOT_API})
+# A Kafka connection answers in request order, so each kind of request that must not wait
+# behind another gets its own connection to the peer ("lane"):
+# - "fetch": the follower's long-poll Fetch, parked by the leader up to fetch_max_wait_ms;
+# - "snapshot": FetchSnapshot chunks, answered at once; behind a parked Fetch every 1 MiB chunk
+#   waited up to 500 ms (a 1 GiB rejoin ran at 2 MB/s);
+# - "control": Vote, BeginQuorumEpoch, EndQuorumEpoch and the controller RPCs; behind a parked
+#   Fetch a Vote waited for it, and the benchmark saw split votes last seconds that way.
+LANES = {FETCH_API: "fetch", FETCH_SNAPSHOT_API: "snapshot"}
 
 
 class PeerLink(asyncio.BufferedProtocol):
@@ -152,10 +159,7 @@ class PeerLinks:
 
     def send(self, sends) -> None:
         for send in sends:
-            # Two connections per peer: a Kafka connection answers in request order, so a Vote
-            # behind a follower's long-poll Fetch would wait for it (up to fetch_max_wait_ms);
-            # the benchmark saw split votes last seconds that way.
-            lane = "fetch" if send.api_key in LONG_POLL_APIS else "control"
+            lane = LANES.get(send.api_key, "control")
             link = self._links.get((send.destination, lane))
             if link is None:
                 address = self._addresses.get(send.destination) or self._resolve(send.destination)
