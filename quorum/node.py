@@ -538,7 +538,10 @@ class Node:
             # the log start once it is no longer live, not at the next retention check.
             self._gate_log_starts(now_ms)
             self._next_gate_ms = now_ms + LOG_START_GATE_INTERVAL_MS
-        done = self._completions + self._purgatory.expire(now_ms)
+        done = self._purgatory.expire(now_ms)
+        if self._ctx.appended:  # a group-coordinator timer appended (e.g. offsets-expiry tombstones)
+            self._after_handling(now_ms)
+        done = self._completions + done
         self._completions = []
         return done
 
