@@ -12,11 +12,12 @@ from .log_files import (DEFAULT_SPLIT_BYTES, iter_snapshot_batches, iter_split_b
                         partition_dirs, plan_segment_splits, records_section_size, snapshot_splits)
 from .options import OptionError
 
-__all__ = ["KraftdLogDataSource", "KraftdSnapshotDataSource", "BATCHES_DDL", "SNAPSHOT_DDL"]
+__all__ = ["KraftdLogDataSource", "KraftdSnapshotDataSource", "BATCHES_DDL", "LATEST_DDL", "SNAPSHOT_DDL"]
 
 BATCHES_DDL = ("topic string, partition int, baseOffset long, lastOffset long, leaderEpoch int, records int, "
                "sizeBytes int, uncompressedBytes int, compression string, isControl boolean, producerId long, "
                "maxTimestamp long")
+LATEST_DDL = "topic string, partition int, key binary, value binary, offset long"
 SNAPSHOT_DDL = "key binary, value binary, snapshotEndOffset long, snapshotEpoch int"
 _CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -33,6 +34,13 @@ def _path(options) -> str:
     return path
 
 
+def _rows_option(options) -> str:
+    rows = str(_opt(options, "rows", "records")).strip().lower()
+    if rows not in ("records", "batches", "latest"):
+        raise OptionError(f"rows must be records, batches or latest, not {rows!r}")
+    return rows
+
+
 class SplitPartition(InputPartition):
     def __init__(self, split) -> None:
         super().__init__(split)
@@ -43,9 +51,11 @@ class LogReader(DataSourceReader):
     def __init__(self, options) -> None:
         self.path = _path(options)
         self.include_headers = str(_opt(options, "includeHeaders", "false")).lower() == "true"
-        self.batches = str(_opt(options, "rows", "records")).lower() == "batches"
+        self.rows = _rows_option(options)
         end = _opt(options, "endOffset")
         self.end_offset = int(end) if end is not None else None
+        start = _opt(options, "startOffset")
+        self.start_offset = int(start) if start is not None else 0
         self.split_bytes = int(_opt(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
 
     def partitions(self):
@@ -58,21 +68,58 @@ class LogReader(DataSourceReader):
         split = partition.split
         if split is None:
             return
-        if self.batches:
+        if self.rows == "batches":
             yield from self._read_batches(split)
+            return
+        if self.rows == "latest":
+            yield from self._read_latest(split)
             return
         rows = RowBuffer(include_headers=self.include_headers, batch_columns=True)
         hi = self.end_offset
+        lo = max(split.log_start, self.start_offset)
         for batch, header in iter_split_batches(split):
             if hi is not None and header.base_offset >= hi:
                 break
-            if header.last_offset < split.log_start:
+            if header.last_offset < lo:
                 continue
-            rows.add_batch(split.topic, split.partition, batch, header, split.log_start, hi)
+            rows.add_batch(split.topic, split.partition, batch, header, lo, hi)
             if rows.full():
                 yield rows.take()
         if len(rows):
             yield rows.take()
+
+    def _read_latest(self, split):
+        """rows=latest: the last record of each key in the split's offsets [startOffset,
+        endOffset), null values (tombstones) included; keyless and control records left out.
+        A combiner run where the records are: what a latest-value-per-key job (build-snapshot)
+        would otherwise shuffle record by record shrinks to one row per key and split."""
+        hi = self.end_offset
+        lo = max(split.log_start, self.start_offset)
+        last: dict = {}
+        for batch, header in iter_split_batches(split):
+            if hi is not None and header.base_offset >= hi:
+                break
+            if header.is_control or header.last_offset < lo:
+                continue
+            records = decode_records(batch, header)
+            if lo > header.base_offset or (hi is not None and header.last_offset >= hi):
+                records = [r for r in records if r[0] >= lo and (hi is None or r[0] < hi)]
+            for offset, _, key, value, _ in records:
+                if key is not None:
+                    last[key] = (offset, value)
+        if not last:
+            return
+        keys = list(last)
+        pairs = list(last.values())
+        last.clear()
+        for i in range(0, len(keys), ROWS_PER_BATCH * 10):
+            chunk, cpairs = keys[i:i + ROWS_PER_BATCH * 10], pairs[i:i + ROWS_PER_BATCH * 10]
+            n = len(chunk)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([split.topic] * n, pa.string()), pa.array([split.partition] * n, pa.int32()),
+                 pa.array(chunk, pa.binary()), pa.array([v for _, v in cpairs], pa.binary()),
+                 pa.array([o for o, _ in cpairs], pa.int64())],
+                names=["topic", "partition", "key", "value", "offset"])
 
     def _read_batches(self, split):
         cols: dict = {k: [] for k in ("topic", "partition", "baseOffset", "lastOffset", "leaderEpoch", "records",
@@ -110,15 +157,19 @@ def _batches_table(cols: dict) -> pa.RecordBatch:
 
 class KraftdLogDataSource(DataSource):
     """Segment files as rows: Kafka's columns plus baseOffset, leaderEpoch, producerId, isControl
-    (control records included, flagged). Option rows=batches gives one row per batch instead."""
+    (control records included, flagged). Option rows=batches gives one row per batch instead;
+    rows=latest one row per key and split (its last record there)."""
 
     @classmethod
     def name(cls) -> str:
         return "kraftd-log"
 
     def schema(self) -> str:
-        if str(_opt(self.options, "rows", "records")).lower() == "batches":
+        rows = _rows_option(self.options)
+        if rows == "batches":
             return BATCHES_DDL
+        if rows == "latest":
+            return LATEST_DDL
         return log_ddl(str(_opt(self.options, "includeHeaders", "false")).lower() == "true")
 
     def reader(self, schema):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kraftd.storage.snapshots import SnapshotId, SnapshotWriter, parse_snapshot_filename, snapshot_filename
 
-from .log_files import PartitionDir, iter_split_batches, plan_segment_splits
+from .log_files import DEFAULT_SPLIT_BYTES, PartitionDir, iter_split_batches, plan_segment_splits
 
 __all__ = ["BuildResult", "build_snapshot", "log_tail", "stats", "BATCH_SIZE_BUCKETS"]
 
@@ -57,10 +57,17 @@ def log_tail(directory: PartitionDir, start: int, end: int | None) -> LogTail:
     return LogTail(log_end, epoch, max_ts)
 
 
+def _split_bytes(spark, directory: PartitionDir) -> int:
+    total = sum(os.path.getsize(os.path.join(directory.path, f"{b:020d}.log")) for b in directory.segment_bases())
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    return min(DEFAULT_SPLIT_BYTES, max(8 << 20, -(-total // (2 * cores))))
+
+
 def build_snapshot(spark, data_dir: str, topic: str, partition: int, end_offset: int | None = None) -> BuildResult:
     """The latest value per key of (latest snapshot ∪ log records below X), tombstones
     dropping keys, written as a KIP-630 checkpoint `<X>-<epoch of the record at X-1>` that
     kraftd loads at its next start. Refuses to replace an existing snapshot file."""
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
     path = os.path.join(data_dir, f"{topic}-{partition}")
@@ -89,8 +96,12 @@ def build_snapshot(spark, data_dir: str, topic: str, partition: int, end_offset:
     if os.path.exists(final):
         raise JobError(f"{final} exists; build-snapshot never replaces a snapshot")
 
-    log = (spark.read.format("kraftd-log").option("endOffset", str(end_offset)).load(path)
-           .where((F.col("offset") >= start) & ~F.col("isControl") & F.col("key").isNotNull()))
+    # Each split's worker keeps only the last record per key (rows=latest), so the shuffle moves
+    # one row per key and split instead of one per record; splits are sized so that every core
+    # gets about two.
+    log = (spark.read.format("kraftd-log").option("rows", "latest").option("startOffset", str(start))
+           .option("endOffset", str(end_offset)).option("maxBytesPerPartition", str(_split_bytes(spark, directory)))
+           .load(path))
     records = log.select("key", F.struct(F.col("offset"), F.col("value")).alias("last"))
     if base is not None:
         snap = (spark.read.format("kraftd-snapshot").load(os.path.join(path, snapshot_filename(base)))
@@ -98,8 +109,9 @@ def build_snapshot(spark, data_dir: str, topic: str, partition: int, end_offset:
         records = records.unionByName(snap)
     state = (records.groupBy("key").agg(F.max("last").alias("last"))
              .where(F.col("last.value").isNotNull())
-             .select("key", F.col("last.value").alias("value")).orderBy("key"))
+             .select("key", F.col("last.value").alias("value")))
     table = state.toArrow()
+    table = table.take(pc.sort_indices(table, sort_keys=[("key", "ascending")]))  # on the driver: no range shuffle
     last_ts = tail.max_data_timestamp
     if base is not None:
         from kraftd.storage.snapshots import SnapshotReader
