@@ -54,6 +54,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench.common import wait_for
+
 if __package__ in (None, ""):  # `python bench/cluster.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "bench"
@@ -102,26 +104,12 @@ def metadata(address: str, topics: list[str] | None, timeout: float = 5.0) -> di
                                                 for p in t.partitions}) for t in r.topics})
 
 
-def _wait(what: str, check, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except OSError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
 def wait_brokers(cluster, timeout: float = 60.0) -> None:
     """Until every running node's Metadata lists every running broker (brokers register after
     the metadata quorum elects; an RF=3 CreateTopics before that is refused)."""
     cluster.wait_ready(timeout)
     running = cluster.running()
-    _wait(f"brokers {running} registered",
+    wait_for(f"brokers {running} registered",
           lambda: all(metadata(cluster.node(i), [])["brokers"] == running for i in running), timeout)
 
 
@@ -156,7 +144,7 @@ def views(cluster, topic: str) -> str:
 
 def wait_agreed(cluster, topic: str, partitions: int, isr: int, timeout: float) -> dict[int, int]:
     try:
-        return _wait(f"{topic}: one leader named by every node, ISR {isr}",
+        return wait_for(f"{topic}: one leader named by every node, ISR {isr}",
                      lambda: agreed_leaders(cluster, topic, partitions, isr), timeout)
     except TimeoutError as e:
         raise TimeoutError(f"{e}; Metadata (error, {{partition: (leader, ISR)}}): {views(cluster, topic)}") from None
@@ -354,7 +342,7 @@ def measure_latency(cluster, opts: dict, log) -> dict:
         sent = send(opts["latency_s"], False, 0)
         producer.flush(10)
         if sent:
-            _wait("the last records to arrive", lambda: len(seen) >= sent, 5.0, 0.01)
+            wait_for("the last records to arrive", lambda: len(seen) >= sent, 5.0, 0.01)
     except TimeoutError:
         pass  # reported as received < sent
     finally:
@@ -498,7 +486,7 @@ def _failover_round(cluster, opts: dict, r: int, rounds: list, totals: dict, log
     see them caught up), and only traffic brings them back."""
     producer = PacedProducer(cluster.bootstrap(), TOPIC_FAILOVER, opts["send_interval_s"]).start()
     try:
-        _wait("the failover producer's first acks", lambda: producer.acked >= 100, 30, 0.01)
+        wait_for("the failover producer's first acks", lambda: producer.acked >= 100, 30, 0.01)
         leader = wait_agreed(cluster, TOPIC_FAILOVER, 1, 3, 60)[0]
         _, epoch_before = leader_and_epoch(cluster.node(leader), TOPIC_FAILOVER)
         time.sleep(0.2)  # steady state: the producer is writing to this leader
@@ -513,7 +501,7 @@ def _failover_round(cluster, opts: dict, r: int, rounds: list, totals: dict, log
                                    daemon=True)
         watcher.start()
         try:
-            t_ack = _wait("an acknowledged write after the kill", lambda: producer.first_ack,
+            t_ack = wait_for("an acknowledged write after the kill", lambda: producer.first_ack,
                           opts["round_timeout_s"], 0.005)
         except TimeoutError:
             t_ack = None

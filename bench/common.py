@@ -109,3 +109,18 @@ def scrape_metrics(host: str, port: int) -> dict[str, float]:
             except ValueError:
                 pass
     return out
+
+
+def wait_for(what: str, check, timeout: float, interval: float = 0.05):
+    """Poll `check()` until it returns something truthy (an OSError counts as not yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except OSError:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

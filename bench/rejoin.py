@@ -31,26 +31,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.common import wait_for
+
 NAME = "rejoin"
 TOPIC = "state"
 PARTITIONS = 4
 MARKER = "rejoined-after-disk-loss"
 ENV = {"KRAFTD_SNAPSHOT_MAX_BYTES_BETWEEN": str(256 * 1024 * 1024),
        "KRAFTD_SNAPSHOT_START_OFFSET_LAG_TIME_MAX_MS": "1000"}
-
-
-def _wait(what: str, check, timeout: float, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except OSError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _load(bootstrap: str, keys: int, value_bytes: int, log) -> float:
@@ -124,11 +112,11 @@ def measure(keys: int, value_bytes: int, log) -> dict:
         wait_agreed(cluster, TOPIC, PARTITIONS, 3, 300)
         _snapshot_everywhere(cluster)
         node3 = tmp / "node3"
-        _wait("every node's snapshots", lambda: all(len({p.parent for p in _checkpoints(tmp / f"node{i}")}) == PARTITIONS
+        wait_for("every node's snapshots", lambda: all(len({p.parent for p in _checkpoints(tmp / f"node{i}")}) == PARTITIONS
                                                     for i in cluster.ids), 600, 0.5)
         leaders = wait_agreed(cluster, TOPIC, PARTITIONS, 3, 60)
         others = [i for i in cluster.ids if i != 3]
-        _wait("the leaders' log start past 0", lambda: all(
+        wait_for("the leaders' log start past 0", lambda: all(
             _log_starts(cluster, leaders[p]).get(p, 0) > 0 for p in range(PARTITIONS) if leaders[p] != 3), 120, 0.5)
         log(f"  snapshots taken, log starts moved; leaders {leaders}")
         res["leaders_before"] = leaders
@@ -140,7 +128,7 @@ def measure(keys: int, value_bytes: int, log) -> dict:
         t0 = time.monotonic()
         cluster.start(3, timeout=120)
         res["listening_s"] = time.monotonic() - t0
-        _wait("node 3's rejoin to complete", lambda: (node3 / "quorum-state").exists()
+        wait_for("node 3's rejoin to complete", lambda: (node3 / "quorum-state").exists()
               and not (node3 / MARKER).exists(), 1800, 0.05)
         res["catch_up_s"] = time.monotonic() - t0
         res["bytes"] = _dir_bytes(node3)
