@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 from .errors import report_data_loss
-from .options import EARLIEST, LATEST, OffsetRange, OptionError, SourceOptions, plan_ranges, rate_limit
+from .options import EARLIEST, LATEST, OffsetRange, OptionError, SourceOptions, TimestampLimit, plan_ranges, rate_limit
 from .wire import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaWire
 
 __all__ = ["StreamOffset", "discover", "resolve", "batch_ranges", "StreamPlanner"]
@@ -49,7 +50,9 @@ def discover(wire: KafkaWire, opts: SourceOptions) -> list[tuple[str, int]]:
 
 
 def resolve(wire: KafkaWire, tps, limit, *, start: bool) -> dict:
-    """Offsets of `limit` ("earliest" | "latest" | {tp: offset or -2/-1}) for `tps`."""
+    """Offsets of `limit` ("earliest" | "latest" | {tp: offset or -2/-1} | TimestampLimit) for `tps`."""
+    if isinstance(limit, TimestampLimit):
+        return _resolve_timestamps(wire, tps, limit, start=start)
     if isinstance(limit, dict):
         if set(limit) != set(tps):
             raise OptionError(
@@ -66,6 +69,31 @@ def resolve(wire: KafkaWire, tps, limit, *, start: bool) -> dict:
     return {tp: v[0] for tp, v in wire.list_offsets(tps, timestamp).items()}
 
 
+def _resolve_timestamps(wire: KafkaWire, tps, limit: TimestampLimit, *, start: bool) -> dict:
+    """ListOffsets by timestamp: the first offset whose timestamp is at or after the partition's
+    timestamp. A partition with none resolves to its latest offset, except a start under
+    startingOffsetsByTimestampStrategy=error (Spark's default), which fails."""
+    timestamps = limit.timestamps(tps)
+    if set(timestamps) != set(tps):
+        raise OptionError(
+            "[KAFKA_TIMESTAMP_OFFSET_DOES_NOT_MATCH_ASSIGNED] Partitions specified for Kafka timestamp based "
+            f"{'start' if start else 'end'} offsets don't match what are assigned. Maybe topic partitions are "
+            "created or deleted while the query is running, or you didn't specify all the partitions. "
+            f"Specified: {_tp_set(timestamps)} Assigned: {_tp_set(tps)}")
+    out = {}
+    unmatched = []
+    for tp, ts in timestamps.items():
+        offset = wire.list_offsets([tp], ts)[tp][0]
+        if offset >= 0:
+            out[tp] = offset
+        elif start and limit.on_no_match == "error":
+            raise OptionError(f"No offset matched from request of topic-partition {_tp_str(tp)} and timestamp {ts}.")
+        else:
+            unmatched.append(tp)
+    out.update({tp: v[0] for tp, v in wire.list_offsets(unmatched, LATEST_TIMESTAMP).items()})
+    return out
+
+
 def batch_ranges(wire: KafkaWire, opts: SourceOptions) -> list[OffsetRange]:
     tps = discover(wire, opts)
     starts = resolve(wire, tps, opts.starting, start=True)
@@ -78,7 +106,7 @@ def batch_ranges(wire: KafkaWire, opts: SourceOptions) -> list[OffsetRange]:
                 f"[RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET] The resolved start offset {s} is greater than the "
                 f"resolved end offset {e} for topic {tp[0]} partition {tp[1]}.")
         ranges.append(OffsetRange(tp[0], tp[1], s, e))
-    return plan_ranges(ranges, opts.min_partitions)
+    return plan_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
 
 
 # -- streaming --------------------------------------------------------------------------------
@@ -116,10 +144,12 @@ class StreamOffset:
 class StreamPlanner:
     """The micro-batch logic of the stream reader (kept free of pyspark to test it alone)."""
 
-    def __init__(self, wire: KafkaWire, opts: SourceOptions) -> None:
+    def __init__(self, wire: KafkaWire, opts: SourceOptions, clock=time.time) -> None:
         self.wire = wire
         self.opts = opts
         self.available_now: dict | None = None
+        self.clock = clock
+        self.last_trigger_ms = 0.0   # minOffsetsPerTrigger: when the last batch was let through
 
     def initial(self) -> StreamOffset:
         tps = discover(self.wire, self.opts)
@@ -184,10 +214,29 @@ class StreamPlanner:
                                  "this is the first batch, or the kafka topic-partition is broken, and some data "
                                  "may have been missed.")
                 positions[tp] = restarts[tp] = end
+        if not restarts and not deleted and self._delay(positions, ends):
+            return start
         if max_rows is not None:
             ends = rate_limit(positions, ends, max_rows)
         restarts = {tp: o for tp, o in restarts.items() if tp in ends}
         return StreamOffset(ends, epochs, restarts)
+
+    def _delay(self, positions: dict, ends: dict) -> bool:
+        """minOffsetsPerTrigger, as Spark's KafkaMicroBatchStream.delayBatch: skip this trigger
+        (offer the start offset again) while fewer new offsets than the minimum are available
+        and maxTriggerDelay has not passed since the last batch. Not under AvailableNow: the
+        query has to end."""
+        low = self.opts.min_offsets_per_trigger
+        if low is None or self.available_now is not None:
+            return False
+        now = self.clock() * 1000
+        if now - self.last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self.last_trigger_ms = now
+            return False
+        if sum(max(0, end - positions.get(tp, end)) for tp, end in ends.items()) < low:
+            return True
+        self.last_trigger_ms = now
+        return False
 
     def ranges(self, start: StreamOffset, end: StreamOffset) -> list[OffsetRange]:
         out = []
@@ -196,4 +245,4 @@ class StreamPlanner:
             if begin is None:
                 continue
             out.append(OffsetRange(tp[0], tp[1], begin, until))
-        return plan_ranges(out, self.opts.min_partitions)
+        return plan_ranges(out, self.opts.min_partitions, self.opts.max_records_per_partition)

@@ -31,6 +31,8 @@ def _fetch_bytes(opts) -> int:
 
 
 def _read(opts, split: RangePartition):
+    if not isinstance(split, RangePartition):
+        return  # no ranges planned (nothing to read): PySpark then hands one empty InputPartition
     with KafkaWire(opts.bootstrap, client_id=opts.client_option("client.id", "kraftd-spark")) as wire:
         yield from read_range(wire, split.topic, split.partition, split.from_offset, split.until_offset,
                               fail_on_data_loss=opts.fail_on_data_loss, include_headers=opts.include_headers,

@@ -1,9 +1,11 @@
 """Offset planning and option validation as Spark's Kafka source does them."""
 import random
+import time
 
 import pytest
 
-from kraftd.pipeline.options import OffsetRange, OptionError, plan_ranges, rate_limit, sink_options, source_options
+from kraftd.pipeline.options import (OffsetRange, OptionError, TimestampLimit, plan_ranges, rate_limit, sink_options,
+                                     source_options, time_string_ms)
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:1"}
 
@@ -86,6 +88,18 @@ SPARK_ERRORS = [
     ({"subscribe": "a", "kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
     ({"subscribe": "a", "startingOffsets": '{"a":{"0":9}}', "endingOffsets": '{"a":{"0":3}}'},
      "The specified start offset 9 is greater than the end offset 3 for topic a partition 0."),
+    ({"subscribe": "a", "maxRecordsPerPartition": "0"}, "maxrecordsperpartition must be positive"),
+    ({"subscribe": "a", "minOffsetsPerTrigger": "11", "maxOffsetsPerTrigger": "10"},
+     "The value of minOffsetPerTrigger(11) is higher than the maxOffsetsPerTrigger(10)."),
+    ({"subscribe": "a", "maxTriggerDelay": "5 parsecs"}, "Time must be specified as seconds (s)"),
+    ({"subscribe": "a", "startingTimestamp": "yesterday"}, "Expected a single long value, got yesterday"),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": "[1]"}, 'Expected e.g. {"topicA": {"0": 123456789'),
+    ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "nearest", "startingTimestamp": "1"},
+     "No value found for 'NEAREST'"),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a":{"0":9}}', "endingOffsetsByTimestamp": '{"a":{"1":9}}'},
+     "MISMATCHED_TOPIC_PARTITIONS_BETWEEN_START_OFFSET_AND_END_OFFSET"),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a":{"0":9}}', "endingOffsetsByTimestamp": '{"a":{"0":3}}'},
+     "The specified start timestamp 9 is greater than the end timestamp 3 for topic a partition 0."),
 ]
 
 
@@ -104,6 +118,96 @@ def test_bootstrap_servers_required_and_streaming_rules():
     opts = source_options({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "10"}, streaming=True)
     assert opts.starting == "latest" and opts.max_offsets_per_trigger == 10
     assert source_options({**BOOT, "subscribe": "a"}, streaming=False).starting == "earliest"
+
+
+def test_timestamp_options_and_their_precedence():
+    """Spark's getKafkaOffsetRangeLimit: startingTimestamp over startingOffsetsByTimestamp over
+    startingOffsets (the same for the ending options); the strategy applies to starts."""
+    both = {**BOOT, "subscribe": "a", "startingOffsets": '{"a":{"0":5}}',
+            "startingOffsetsByTimestamp": '{"a":{"0":1000}}'}
+    assert source_options(both, streaming=False).starting == TimestampLimit(by_partition=((("a", 0), 1000),))
+    opts = source_options({**both, "startingTimestamp": "77", "startingOffsetsByTimestampStrategy": "LATEST",
+                           "endingTimestamp": "99"}, streaming=False)
+    assert opts.starting == TimestampLimit(every=77, on_no_match="latest")
+    assert opts.ending == TimestampLimit(every=99, on_no_match="latest")
+    streaming = source_options({**BOOT, "subscribe": "a", "startingTimestamp": "5", "endingTimestamp": "6"},
+                               streaming=True)
+    assert streaming.starting == TimestampLimit(every=5) and streaming.ending == "latest"  # ignored, as Spark does
+    with pytest.raises(OptionError, match="ending timestamp not valid in streaming queries"):
+        source_options({**BOOT, "subscribe": "a", "endingOffsetsByTimestamp": '{"a":{"0":1}}'}, streaming=True)
+
+
+def test_trigger_options():
+    opts = source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "2s",
+                           "groupIdPrefix": "mine", "kafka.group.id": "g"}, streaming=True)
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (5, 2000)
+    assert source_options({**BOOT, "subscribe": "a"}, streaming=True).max_trigger_delay_ms == 15 * 60 * 1000
+    assert [time_string_ms(t) for t in ("250", "250ms", "3s", "2m", "2min", "1h", "1d", "4000us")] == [
+        250, 250, 3000, 120_000, 120_000, 3_600_000, 86_400_000, 4]
+    batch = source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "5"}, streaming=False)
+    assert batch.min_offsets_per_trigger is None   # ignored in batch queries, with Spark's warning
+
+
+def test_max_records_per_partition_splits_like_spark():
+    # ceil(size / max) even pieces first: 10 offsets, max 4 -> 3 pieces (3, 3, 4)
+    assert plan_ranges([R("t", 0, 0, 10)], None, 4) == [R("t", 0, 0, 3), R("t", 0, 3, 6), R("t", 0, 6, 10)]
+    assert plan_ranges([R("t", 0, 0, 8)], None, 4) == [R("t", 0, 0, 4), R("t", 0, 4, 8)]
+    assert plan_ranges([R("t", 0, 0, 3), R("t", 1, 5, 5)], None, 4) == [R("t", 0, 0, 3)]
+    # then minPartitions over the pieces: 2 pieces < 4 -> each piece split in two
+    assert plan_ranges([R("t", 0, 0, 8)], 4, 4) == [R("t", 0, 0, 2), R("t", 0, 2, 4), R("t", 0, 4, 6),
+                                                     R("t", 0, 6, 8)]
+    rng = random.Random(11)
+    for _ in range(300):
+        ranges = [R("t", i, s, s + rng.choice([0, 1, 5, 99, 1000])) for i, s in enumerate(range(rng.randint(1, 5)))]
+        limit = rng.choice([1, 3, 50, 10**6])
+        planned = plan_ranges(ranges, rng.choice([None, 2, 9]), limit)
+        for r in ranges:
+            parts = [p for p in planned if p.partition == r.partition]
+            assert sum(p.size for p in parts) == r.size
+            assert all(a.until_offset == b.from_offset for a, b in zip(parts, parts[1:]))
+        assert all(p.size <= limit for p in planned)
+
+
+class _FakeWire:
+    """The calls StreamPlanner makes, over fixed log ends (assign strategy: no Metadata)."""
+
+    def __init__(self, ends: dict) -> None:
+        self.ends = ends
+
+    def list_offsets(self, tps, timestamp):
+        return {tp: (0 if timestamp == -2 else self.ends[tp], 1) for tp in tps}
+
+    def end_offset_for_epoch(self, topic, partition, epoch):
+        return epoch, self.ends[(topic, partition)]
+
+
+def test_min_offsets_per_trigger_waits_for_enough_records_or_the_delay():
+    from kraftd.pipeline.planner import StreamOffset, StreamPlanner
+
+    tp = ("t", 0)
+    opts = source_options({**BOOT, "assign": '{"t":[0]}', "minOffsetsPerTrigger": "100", "maxTriggerDelay": "10s",
+                           "maxOffsetsPerTrigger": "150"}, streaming=True)
+    wire = _FakeWire({tp: 30})
+    now = [1000.0]
+    planner = StreamPlanner(wire, opts, clock=lambda: now[0])
+    start = StreamOffset({tp: 0}, {tp: 1})
+    assert planner.latest(start, 150).offsets == {tp: 30}           # the first trigger always runs
+    start = StreamOffset({tp: 30}, {tp: 1})
+    wire.ends[tp] = 90
+    now[0] += 5
+    assert planner.latest(start, 150) is start                        # 60 new < 100, 5 s < 10 s: skipped
+    wire.ends[tp] = 400
+    assert planner.latest(start, 150).offsets == {tp: 180}           # 370 >= 100: runs, capped by the max
+    start = StreamOffset({tp: 180}, {tp: 1})
+    now[0] += 1
+    wire.ends[tp] = 200
+    assert planner.latest(start, 150) is start
+    now[0] += 10
+    assert planner.latest(start, 150).offsets == {tp: 200}           # the delay passed: runs with 20
+    planner.available_now = {tp: 210}
+    wire.ends[tp] = 210
+    start = StreamOffset({tp: 200}, {tp: 1})
+    assert planner.latest(start, 150).offsets == {tp: 210}           # AvailableNow: never held back
 
 
 def test_sink_rejects_serializers():
@@ -146,3 +250,62 @@ def test_planned_ranges_cover_the_log(spark, server, topics):
           .option("subscribe", "plan").option("minPartitions", "7").load())
     assert df.rdd.getNumPartitions() == len(ranges)
     assert sorted(r.value for r in df.select("value").collect()) == [b"x"] * 50 + [b"y"] * 7
+
+
+def test_timestamp_offsets_and_max_records_through_spark(spark, server, topics):
+    """startingTimestamp / ...ByTimestamp / endingTimestamp resolved with ListOffsets by time
+    against a real kraftd; a start with no record at or after its timestamp fails under the
+    default strategy and is the latest offset under startingOffsetsByTimestampStrategy=latest;
+    maxRecordsPerPartition cuts the ranges."""
+    from kraftd.pipeline.wire import KafkaWire
+    from kraftd.protocol.records import build_batch
+
+    topics({"ts": 2})
+    # Timestamps after the LeaderChange control batch that opens each partition (its timestamp
+    # is the server's clock, and ListOffsets by time counts control batches, as Kafka does).
+    base = int(time.time() * 1000) + 3_600_000
+    with KafkaWire(server.bootstrap) as wire:
+        for p in range(2):
+            batches = [build_batch([(None, b"%d-%d" % (p, i), None, base + 10 * i + p) for i in range(b, b + 10)])
+                       for b in range(0, 100, 10)]
+            wire.produce({("ts", p): batches})
+
+    def read(**options):
+        reader = spark.read.format("kraftd").option("kafka.bootstrap.servers", server.bootstrap).option("subscribe", "ts")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    every = [(r.partition, r.offset, int(r.timestamp.timestamp() * 1000)) for r in read().collect()]
+    assert len(every) == 200
+
+    def offsets(df):
+        return sorted((r.partition, r.offset) for r in df.collect())
+
+    def expected(lo: dict, hi: dict):
+        return sorted((p, o) for p, o, t in every if lo[p] <= t and (hi[p] is None or t < hi[p]))
+
+    t = base - 1000   # offsets are relative to `base` below
+    assert offsets(read(startingTimestamp=str(t + 1500))) == expected({0: t + 1500, 1: t + 1500}, {0: None, 1: None})
+    assert offsets(read(startingOffsetsByTimestamp=f'{{"ts":{{"0":{t + 1200},"1":{t + 1851}}}}}',
+                        endingOffsetsByTimestamp=f'{{"ts":{{"0":{t + 1300},"1":{t + 1991}}}}}')) == expected(
+        {0: t + 1200, 1: t + 1851}, {0: t + 1300, 1: t + 1991})
+    assert offsets(read(startingOffsets="earliest", endingTimestamp=str(t + 1100))) == expected(
+        {0: 0, 1: 0}, {0: t + 1100, 1: t + 1100})
+    assert offsets(read(startingTimestamp=str(t), endingTimestamp=str(10**14))) == sorted((p, o) for p, o, _ in every)
+    with pytest.raises(Exception) as info:
+        read(startingTimestamp=str(10**14)).collect()
+    assert "No offset matched from request of topic-partition ts-0 and timestamp 100000000000000." in str(info.value)
+    assert read(startingTimestamp=str(10**14), startingOffsetsByTimestampStrategy="latest").count() == 0
+    with pytest.raises(Exception) as info:
+        read(startingOffsetsByTimestamp='{"ts":{"0":1000}}').collect()
+    assert "KAFKA_TIMESTAMP_OFFSET_DOES_NOT_MATCH_ASSIGNED" in str(info.value)
+
+    df = read(maxRecordsPerPartition="30")
+    with KafkaWire(server.bootstrap) as wire:
+        from kraftd.pipeline.planner import batch_ranges
+        ranges = batch_ranges(wire, source_options({"kafka.bootstrap.servers": server.bootstrap, "subscribe": "ts",
+                                                    "maxRecordsPerPartition": "30"}, streaming=False))
+    assert df.rdd.getNumPartitions() == len(ranges) == sum(-(-(r.until_offset - r.from_offset) // 30)
+                                                           for r in plan_ranges(ranges, None))
+    assert all(r.size <= 30 for r in ranges) and df.count() == 200
