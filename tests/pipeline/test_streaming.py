@@ -1,6 +1,7 @@
 """Acceptance 3: micro-batches under maxOffsetsPerTrigger while a producer runs, a restart from
 the checkpoint, AvailableNow; truncation (KIP-320 epochs) and log-start movement under both
 failOnDataLoss settings."""
+import json
 import shutil
 import threading
 import time
@@ -64,6 +65,14 @@ def test_exactly_once_under_the_limit_across_a_restart(spark, server, tmp_path):
     got = _sink(spark, tmp_path / "out")
     assert len(got) == len(set((p, o) for p, o, _ in got))          # exactly once
     assert sorted(got) == expected
+    # The checkpoint holds our offset format (README), not Spark's {"st":{"0":n}}: positions and
+    # the leader epoch each was learned under.
+    last = max((tmp_path / "ck" / "offsets").glob("[0-9]*"), key=lambda f: int(f.name))
+    offset = json.loads(last.read_text().splitlines()[-1])
+    assert set(offset) <= {"offsets", "epochs", "from"} and set(offset["offsets"]["st"]) == {"0", "1", "2"}
+    assert {int(o) for o in offset["offsets"]["st"].values()} == {max(o for p, o, _ in expected if p == q) + 1
+                                                                  for q in range(3)}
+    assert all(e >= 1 for e in offset["epochs"]["st"].values())
 
 
 def test_truncation_is_detected(spark, tmp_path):

@@ -52,6 +52,13 @@ def test_sink_errors_are_sparks(spark, server):
     writer = df.write.format("kraftd").option("kafka.bootstrap.servers", server.bootstrap)
     with pytest.raises(Exception, match="Save mode Overwrite not allowed for Kafka"):
         writer.mode("overwrite").option("topic", "x").save()
+    # Where we differ (README): Spark's Kafka sink also takes ErrorIfExists, the default mode;
+    # PySpark lets a Python data source write only in Append or Overwrite, so the default and
+    # Ignore (which Kafka's sink refuses too) fail before the writer is made.
+    for mode in (None, "errorifexists", "ignore"):
+        w = df.write.format("kraftd").option("kafka.bootstrap.servers", server.bootstrap).option("topic", "x")
+        with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+            (w.mode(mode) if mode else w).save()
     with pytest.raises(Exception, match="topic option required when no 'topic' attribute is present"):
         df.write.format("kraftd").mode("append").option("kafka.bootstrap.servers", server.bootstrap).save()
     with pytest.raises(Exception, match="Required attribute 'value' not found"):
