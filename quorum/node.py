@@ -263,7 +263,7 @@ class Node:
             # Auto-creation in a cluster goes through the controller; the client retries.
             if self.plane.image.topic(name) is not None:
                 raise TopicError("NOT_LEADER_OR_FOLLOWER", f"No replica of '{name}' here.")
-            self.plane.auto_create(name, partitions, self._now_ms)
+            self.plane.auto_create(name, partitions, self._now_ms, configs)
             raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
         topic = self.topics.create(name, partitions, configs)
         self.replication.poll(self._now_ms)  # a group of one voter leads at once

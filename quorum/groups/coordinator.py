@@ -97,6 +97,10 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR
         if partition.high_watermark < partition.raft.role.epoch_start_offset:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition.snapshots is None:
+            # Not a snapshot-policy topic (made by hand, or by an older version): no state to load.
+            log.error("%s-%d is not a snapshot-policy topic: cannot coordinate groups", OFFSETS_TOPIC, partition.index)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.loaded.get(partition.index) != partition.leader_epoch:
             self._load(partition, now_ms)
         return ErrorCode.NONE
@@ -106,7 +110,7 @@ class GroupCoordinator:
         topic = self.ctx.topics.get(OFFSETS_TOPIC)
         out = []
         for partition in (topic.partitions if topic is not None else []):
-            if partition is not None and partition.raft is not None and partition.is_leader:
+            if partition is not None and partition.raft is not None and partition.is_leader and partition.snapshots:
                 if partition.high_watermark >= partition.raft.role.epoch_start_offset:
                     if self.loaded.get(partition.index) != partition.leader_epoch:
                         self._load(partition, now_ms)

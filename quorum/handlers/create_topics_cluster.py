@@ -30,12 +30,14 @@ def handle_clustered(ctx, header, request, now_ms):
     return controller.commit_results(records, response, results, request.timeout_ms, now_ms)
 
 
-def create_request_for(name: str, partitions: int, replication_factor: int = -1):
-    """The CreateTopics a node forwards when a client's Metadata/Produce auto-creates a topic."""
+def create_request_for(name: str, partitions: int, replication_factor: int = -1, configs: dict | None = None):
+    """The CreateTopics a node forwards when a client's Metadata/Produce auto-creates a topic, or
+    the group coordinator creates `__consumer_offsets` (with its snapshot-policy configs)."""
     from kraftd.protocol.messages import CreateTopicsRequest
+    entries = [CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()]
     return CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[], configs=[])],
-        timeout_ms=30_000, validate_only=False)
+        name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+        configs=entries)], timeout_ms=30_000, validate_only=False)
 
 
 def _create(ctx, controller, topic, validate_only: bool, duplicates: set, records: list):

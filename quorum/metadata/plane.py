@@ -135,15 +135,16 @@ class MetadataPlane:
     def _appended(self, partition) -> None:
         self._on_append(partition)
 
-    def auto_create(self, name: str, partitions: int, now_ms: int) -> None:
-        """A client asked for an unknown topic (Metadata/Produce auto-creation): have the
-        controller create it, at most once per name every couple of seconds."""
+    def auto_create(self, name: str, partitions: int, now_ms: int, configs: dict | None = None) -> None:
+        """A client asked for an unknown topic (Metadata/Produce auto-creation, or a
+        FindCoordinator for `__consumer_offsets`): have the controller create it, at most once
+        per name every couple of seconds."""
         if self.image.topic(name) is not None or self._auto_creating.get(name, -1) > now_ms:
             return
         self._auto_creating = {n: t for n, t in self._auto_creating.items() if t > now_ms}
         self._auto_creating[name] = now_ms + REREGISTER_AFTER_MS
         from ..handlers.create_topics_cluster import create_request_for, handle_clustered
-        request = create_request_for(name, partitions)
+        request = create_request_for(name, partitions, configs=configs)
         if self.active_controller() is not None:
             handle_clustered(self.ctx, _LOCAL_HEADER, request, now_ms)  # its answer goes nowhere
         else:
