@@ -57,3 +57,26 @@ def test_stats(spark, tmp_path):
     assert sum(b["batches"] for b in result["batch_sizes"]) == 200
     back = spark.read.parquet(str(tmp_path / "out" / "partitions")).where(F.col("topic") == "t").collect()
     assert back[0]["dataRecords"] == n
+
+
+def test_rows_latest_is_the_last_record_per_key_and_split(spark, tmp_path):
+    """rows=latest (build-snapshot's combiner): one row per key and split, the key's last record
+    there, within [startOffset, endOffset); the highest offset per key over all splits is the
+    key's last record in the range."""
+    n = _log(tmp_path / "t-0")
+    lo, hi = 1234, 7000
+    df = (spark.read.format("kraftd-log").option("rows", "latest").option("startOffset", str(lo))
+          .option("endOffset", str(hi)).option("maxBytesPerPartition", str(16 << 10)).load(str(tmp_path)))
+    assert df.rdd.getNumPartitions() > 2
+    rows = df.collect()
+    assert len(rows) == len({(r.key, r.offset) for r in rows}) and all(lo <= r.offset < hi for r in rows)
+    assert len(rows) > 50 and {r.topic for r in rows} == {"t"} and {r.partition for r in rows} == {0}
+    expected = {}
+    for offset in range(lo, min(hi, n)):   # offset = 50 * b + i holds k(i % 97) = v(b)-(i)
+        b, i = divmod(offset, 50)
+        expected[b"k%d" % (i % 97)] = (offset, b"v%d-%d" % (b, i))
+    latest = {}
+    for r in rows:
+        if r.key not in latest or r.offset > latest[r.key][0]:
+            latest[r.key] = (r.offset, r.value)
+    assert latest == expected
