@@ -2,6 +2,8 @@
 read without a running server. See README.md, "Spark pipeline"."""
 from __future__ import annotations
 
+import gc
+
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -95,30 +97,35 @@ class LogReader(DataSourceReader):
         would otherwise shuffle record by record shrinks to one row per key and split."""
         hi = self.end_offset
         lo = max(split.log_start, self.start_offset)
-        last: dict = {}
-        for batch, header in iter_split_batches(split):
-            if hi is not None and header.base_offset >= hi:
-                break
-            if header.is_control or header.last_offset < lo:
-                continue
-            records = decode_records(batch, header)
-            if lo > header.base_offset or (hi is not None and header.last_offset >= hi):
-                records = [r for r in records if r[0] >= lo and (hi is None or r[0] < hi)]
-            for offset, _, key, value, _ in records:
-                if key is not None:
-                    last[key] = (offset, value)
-        if not last:
-            return
-        keys = list(last)
-        pairs = list(last.values())
-        last.clear()
-        for i in range(0, len(keys), ROWS_PER_BATCH * 10):
-            chunk, cpairs = keys[i:i + ROWS_PER_BATCH * 10], pairs[i:i + ROWS_PER_BATCH * 10]
+        values: dict = {}    # key -> value, key -> offset: bytes and ints only, which the cyclic
+        offsets: dict = {}   # GC does not track (a dict of tuples made it traverse them all, over and over)
+        paused = gc.isenabled()
+        gc.disable()         # the decoded records are short-lived tuples: ~2x faster without GC passes
+        try:
+            for batch, header in iter_split_batches(split):
+                if hi is not None and header.base_offset >= hi:
+                    break
+                if header.is_control or header.last_offset < lo:
+                    continue
+                records = decode_records(batch, header)
+                if lo > header.base_offset or (hi is not None and header.last_offset >= hi):
+                    records = [r for r in records if r[0] >= lo and (hi is None or r[0] < hi)]
+                for offset, _, key, value, _ in records:
+                    if key is not None:
+                        values[key] = value
+                        offsets[key] = offset
+        finally:
+            if paused:
+                gc.enable()
+        step = ROWS_PER_BATCH * 10
+        keys = list(values)
+        for i in range(0, len(keys), step):
+            chunk = keys[i:i + step]
             n = len(chunk)
             yield pa.RecordBatch.from_arrays(
                 [pa.array([split.topic] * n, pa.string()), pa.array([split.partition] * n, pa.int32()),
-                 pa.array(chunk, pa.binary()), pa.array([v for _, v in cpairs], pa.binary()),
-                 pa.array([o for o, _ in cpairs], pa.int64())],
+                 pa.array(chunk, pa.binary()), pa.array([values[k] for k in chunk], pa.binary()),
+                 pa.array([offsets[k] for k in chunk], pa.int64())],
                 names=["topic", "partition", "key", "value", "offset"])
 
     def _read_batches(self, split):

@@ -57,10 +57,13 @@ def log_tail(directory: PartitionDir, start: int, end: int | None) -> LogTail:
     return LogTail(log_end, epoch, max_ts)
 
 
+SPLITS_PER_CORE = 2
+
+
 def _split_bytes(spark, directory: PartitionDir) -> int:
     total = sum(os.path.getsize(os.path.join(directory.path, f"{b:020d}.log")) for b in directory.segment_bases())
     cores = max(1, spark.sparkContext.defaultParallelism)
-    return min(DEFAULT_SPLIT_BYTES, max(8 << 20, -(-total // (2 * cores))))
+    return min(DEFAULT_SPLIT_BYTES, max(8 << 20, -(-total // (SPLITS_PER_CORE * cores))))
 
 
 def build_snapshot(spark, data_dir: str, topic: str, partition: int, end_offset: int | None = None) -> BuildResult:

@@ -113,7 +113,10 @@ def produce_in_processes(bootstrap: str, topic: str, jobs: list, workers: int = 
 
 
 def _produce_job(bootstrap: str, topic: str, factory: str, args: tuple, config: dict) -> None:
+    import gc
     import importlib
+
+    gc.disable()  # a process of its own, short-lived: cyclic GC passes only cost time here
 
     module_name, _, name = factory.rpartition(".")
     records = getattr(importlib.import_module(module_name), name)(*args)
@@ -140,7 +143,11 @@ def consume_arrow(bootstrap: str, topic: str, partitions: int, workers: int = 2)
 
 
 def _consume_job(bootstrap: str, topic: str, ends: dict):
+    import gc
+
     import pyarrow as pa
+
+    gc.disable()  # a process of its own: half a million records held in lists make GC passes long
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                              max_poll_records=50000, fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
@@ -217,6 +224,7 @@ def produce_raw(bootstrap: str, topic: str, partition: int, records, batch_recor
     loading. A sender thread sends one request while this thread builds the next (the GIL is
     free while the sender waits for the answer), so building and the server's validation
     overlap on two cores."""
+    import gc
     import queue
     import threading
 
@@ -235,6 +243,8 @@ def produce_raw(bootstrap: str, topic: str, partition: int, records, batch_recor
 
     thread = threading.Thread(target=sender, daemon=True)
     thread.start()
+    paused = gc.isenabled()
+    gc.disable()  # millions of short-lived tuples: GC passes would cost more than the building
     try:
         pending, chunk = [], []
         for key, value in records:
@@ -252,6 +262,8 @@ def produce_raw(bootstrap: str, topic: str, partition: int, records, batch_recor
         if pending and not failure:
             requests.put(pending)
     finally:
+        if paused:
+            gc.enable()
         requests.put(None)
         thread.join()
     if failure:
