@@ -271,7 +271,8 @@ def test_timestamp_offsets_and_max_records_through_spark(spark, server, topics):
             wire.produce({("ts", p): batches})
 
     def read(**options):
-        reader = spark.read.format("kraftd").option("kafka.bootstrap.servers", server.bootstrap).option("subscribe", "ts")
+        reader = (spark.read.format("kraftd").option("kafka.bootstrap.servers", server.bootstrap)
+                  .option("subscribe", "ts"))
         for k, v in options.items():
             reader = reader.option(k, v)
         return reader.load()
