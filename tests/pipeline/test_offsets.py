@@ -1,4 +1,5 @@
 """Offset planning and option validation as Spark's Kafka source does them."""
+import logging
 import random
 import time
 
@@ -137,15 +138,40 @@ def test_timestamp_options_and_their_precedence():
         source_options({**BOOT, "subscribe": "a", "endingOffsetsByTimestamp": '{"a":{"0":1}}'}, streaming=True)
 
 
+class _Warnings(logging.Handler):
+    """The kraftd.pipeline logger's warnings (not caplog: some runs use -p no:logging)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.text = ""
+
+    def emit(self, record) -> None:
+        self.text += record.getMessage() + "\n"
+
+    def __enter__(self) -> "_Warnings":
+        logging.getLogger("kraftd.pipeline").addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger("kraftd.pipeline").removeHandler(self)
+
+
 def test_trigger_options():
+    with _Warnings() as caplog:
+        _trigger_options(caplog)
+
+
+def _trigger_options(caplog):
     opts = source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "2s",
                            "groupIdPrefix": "mine", "kafka.group.id": "g"}, streaming=True)
     assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (5, 2000)
+    assert "Kafka option 'kafka.group.id' has been set" in caplog.text and "no effect" in caplog.text
     assert source_options({**BOOT, "subscribe": "a"}, streaming=True).max_trigger_delay_ms == 15 * 60 * 1000
     assert [time_string_ms(t) for t in ("250", "250ms", "3s", "2m", "2min", "1h", "1d", "4000us")] == [
         250, 250, 3000, 120_000, 120_000, 3_600_000, 86_400_000, 4]
     batch = source_options({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "5"}, streaming=False)
     assert batch.min_offsets_per_trigger is None   # ignored in batch queries, with Spark's warning
+    assert "minOffsetsPerTrigger option ignored in batch queries" in caplog.text
 
 
 def test_max_records_per_partition_splits_like_spark():
