@@ -60,6 +60,7 @@ class Broker:
         self.fatal: BaseException | None = None  # set when the broker cannot go on (fsync failed)
         self.peers = None                 # server.peers.PeerLinks in a cluster
         self._persist_task: asyncio.Task | None = None
+        self._outbox_closed = False  # set by stop(): the node keeps its outbox for close()
         self._kicked = False
         self.on_fatal = lambda: None
         self._api_names: dict[int, str] = {}
@@ -88,6 +89,12 @@ class Broker:
         if self._fsync_policy != "never" and self.fatal is None:
             await self.flush_logs()
         await self.snapshots.stop()
+        # From here on the node's outbox stays with the node: peers may still answer (or fail)
+        # and kick us, but a persist can no longer be scheduled on the pools; Node.close()
+        # writes whatever election state is still pending, synchronously.
+        self._outbox_closed = True
+        if self._persist_task is not None:
+            await asyncio.shield(self._persist_task)
         self._fsync_pool.shutdown(wait=False)
         self._election_pool.shutdown(wait=False)
 
@@ -235,7 +242,7 @@ class Broker:
         """Take what the core wants done: a persist (off the loop, one at a time; its sends
         wait for it inside the core), requests to peers, answers to parked quorum requests."""
         take = getattr(self.node, "take_outbox", None)
-        if take is None:
+        if take is None or self._outbox_closed:
             return
         out = take(now_ms())
         if out.persist and self._persist_task is None:

@@ -63,3 +63,4 @@ def test_cutting_one_voter_from_its_leader_moves_no_leadership(tmp_path):
         cluster.partition(leader, follower)
         seen = _watch(lambda: metadata(cluster.node(third), [TOPIC]).topics[TOPIC][1][0][2:4])  # (leader, epoch)
         assert seen == {(leader, epoch)}, f"{TOPIC}-0 leader {leader}@{epoch}, cut from {follower}: node {third} saw {seen}"
+
