@@ -19,7 +19,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")  # dev dependency: inst
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 TOPIC = "steady"
-WATCH_S = 10.0  # several fetch timeouts (2 s) and election timeouts (1-2 s)
+WATCH_S = 7.0  # more than three fetch timeouts (2 s) and election timeouts (1-2 s)
 
 
 def _watch(read) -> set:
