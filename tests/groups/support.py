@@ -16,15 +16,28 @@ def make_topic(bootstrap: str, topic: str, records: int, partitions: int = PARTI
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     admin.close()
+    sent: set = set()
+    produce_records(bootstrap, topic, 0, records, sent, partitions)
+    return sent
+
+
+def produce_records(bootstrap: str, topic: str, start: int, count: int, sent: set,
+                    partitions: int = PARTITIONS) -> None:
+    """Records start..start+count-1 (key k<i>, value v<i>) round robin, acks=all; notes each
+    (partition, value) in `sent`."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    sent = set()
-    for i in range(records):
+    for i in range(start, start + count):
         p = i % partitions
         producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p)
         sent.add((p, b"v%d" % i))
     producer.flush()
     producer.close()
-    return sent
+
+
+def balanced(members, per_member: int, partitions: int = PARTITIONS) -> bool:
+    """Every member (with an `assigned` set) holds `per_member` partitions, together all of them."""
+    sets = [m.assigned for m in members]
+    return all(len(a) == per_member for a in sets) and set().union(*sets) == set(range(partitions))
 
 
 class Collected:

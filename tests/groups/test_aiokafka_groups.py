@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
-from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic
+from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic, produce_records
 
 pytestmark = pytest.mark.clients
 
@@ -50,17 +50,6 @@ async def _until(predicate, timeout, what):
         await asyncio.sleep(0.05)
 
 
-def _produce(bootstrap, topic, start, count, sent):
-    from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i in range(start, start + count):
-        p = i % PARTITIONS
-        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p)
-        sent.add((p, b"v%d" % i))
-    producer.flush()
-    producer.close()
-
-
 def test_three_members_exactly_once_through_leave_and_join(groups_server):
     bootstrap = groups_server.bootstrap
     topic, group = "aio-groups", "aio-group"
@@ -91,13 +80,13 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server):
             mark, had = marks(), {n: set(assigned[n]) for n in ("a0", "a1")}
             stops["a2"].set()
             await tasks["a2"]
-            await asyncio.to_thread(_produce, bootstrap, topic, 600, 300, sent)
+            await asyncio.to_thread(produce_records, bootstrap, topic, 600, 300, sent)
             await _until(lambda: collected.count() >= 900 and balanced(["a0", "a1"], 3), 40, "2 members, 3 each")
             assert revoked_all_since(mark, had), revoked
 
             mark, had = marks(), {n: set(assigned[n]) for n in ("a0", "a1")}
             tasks["a3"] = start("a3")
-            await asyncio.to_thread(_produce, bootstrap, topic, 900, 300, sent)
+            await asyncio.to_thread(produce_records, bootstrap, topic, 900, 300, sent)
             await _until(lambda: collected.count() >= 1200 and balanced(["a0", "a1", "a3"], 2), 40, "a joiner")
             assert revoked_all_since(mark, had), revoked
             assert sorted(sorted(assigned[n]) for n in ("a0", "a1", "a3")) == [[0, 3], [1, 4], [2, 5]]

@@ -8,7 +8,7 @@ import threading
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic, wait_for
+from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, balanced, make_topic, produce_records, wait_for
 
 pytestmark = pytest.mark.clients
 
@@ -43,20 +43,6 @@ class Member:
         self.thread.join(20)
 
 
-def _produce(bootstrap, topic, start, count, sent):
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for i in range(start, start + count):
-        p = i % PARTITIONS
-        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=p)
-        sent.add((p, b"v%d" % i))
-    producer.flush(10)
-
-
-def _balanced(members, per_member):
-    assigned = [m.assigned for m in members]
-    return all(len(a) == per_member for a in assigned) and set().union(*assigned) == set(range(PARTITIONS))
-
-
 @pytest.mark.parametrize("strategy", ["cooperative-sticky", "roundrobin"])
 def test_three_members_exactly_once_through_leave_and_join(groups_server, strategy):
     bootstrap = groups_server.bootstrap
@@ -65,19 +51,19 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server, strate
     collected = Collected()
     members = [Member(f"c{i}", bootstrap, topic, group, collected, strategy) for i in range(3)]
     try:
-        wait_for(lambda: collected.count() >= 600 and _balanced(members, 2), 40, "3 members, 2 partitions each")
+        wait_for(lambda: collected.count() >= 600 and balanced(members, 2), 40, "3 members, 2 partitions each")
         kept = [set(m.assigned) for m in members[:2]]
         revoked_before = [len(m.revoked) for m in members[:2]]
         members[2].close()
-        _produce(bootstrap, topic, 600, 300, sent)
-        wait_for(lambda: collected.count() >= 900 and _balanced(members[:2], 3), 40, "2 members, 3 partitions each")
+        produce_records(bootstrap, topic, 600, 300, sent)
+        wait_for(lambda: collected.count() >= 900 and balanced(members[:2], 3), 40, "2 members, 3 partitions each")
         if strategy == "cooperative-sticky":
             # Incremental: the survivors only gained partitions; none was revoked from them.
             assert all(k <= m.assigned for k, m in zip(kept, members[:2]))
             assert [len(m.revoked) for m in members[:2]] == revoked_before
         members[2] = Member("c3", bootstrap, topic, group, collected, strategy)
-        _produce(bootstrap, topic, 900, 300, sent)
-        wait_for(lambda: collected.count() >= 1200 and _balanced(members, 2), 40, "a new member gets 2 partitions")
+        produce_records(bootstrap, topic, 900, 300, sent)
+        wait_for(lambda: collected.count() >= 1200 and balanced(members, 2), 40, "a new member gets 2 partitions")
     finally:
         for m in members:
             m.close()

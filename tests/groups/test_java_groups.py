@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.groups.java_members import JavaMember, wait_balanced
-from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic, wait_for
+from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic, produce_records, wait_for
 from tests.support.java_client import compile_driver
 
 pytestmark = pytest.mark.clients
@@ -18,17 +18,6 @@ pytestmark = pytest.mark.clients
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory):
     return compile_driver("GroupConsumer", tmp_path_factory.mktemp("java"))
-
-
-def _produce(bootstrap, topic, start, count, sent):
-    from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i in range(start, start + count):
-        p = i % PARTITIONS
-        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p)
-        sent.add((p, b"v%d" % i))
-    producer.flush()
-    producer.close()
 
 
 # What each assignor hands three members (sorted member ids: the assignors' order).
@@ -51,7 +40,7 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server, classe
         marks = [len(m.journal()) for m in survivors]
 
         members[2].close()   # LeaveGroup: the two others take its partitions
-        _produce(bootstrap, topic, 600, 300, sent)
+        produce_records(bootstrap, topic, 600, 300, sent)
         wait_balanced(survivors, 3, PARTITIONS, 40, lambda: collected.count() >= 900, "2 members, 3 partitions each")
         for m, had, mark in zip(survivors, kept, marks):
             revoked = m.revoked_since(mark)
@@ -65,7 +54,7 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server, classe
         kept = [set(m.assigned) for m in survivors]
         marks = [len(m.journal()) for m in survivors]
         members[2] = JavaMember(classes, "j3", bootstrap, topic, group, strategy, collected)
-        _produce(bootstrap, topic, 900, 300, sent)
+        produce_records(bootstrap, topic, 900, 300, sent)
         wait_balanced(members, 2, PARTITIONS, 40, lambda: collected.count() >= 1200, "a new member gets 2 partitions")
         if strategy == "cooperative-sticky":
             # Only the partitions that moved to the newcomer were revoked; the rest stayed put.
@@ -105,7 +94,7 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(groups_s
         members[2].close()   # a static member's close() commits but does not leave
         members[2] = JavaMember(classes, "s2", bootstrap, topic, group, "range", collected, instance_id="static-2")
         wait_for(lambda: members[2].assigned == before["s2"], 30, "the restarted member's old partitions")
-        _produce(bootstrap, topic, 600, 300, sent)
+        produce_records(bootstrap, topic, 600, 300, sent)
         wait_for(lambda: collected.count() >= 900, 30, "the records written after the restart")
         assert members[2].generation == generation
         for m, mark in zip(members[:2], marks):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic, wait_for
+from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, balanced, make_topic, produce_records, wait_for
 
 pytestmark = pytest.mark.clients
 
@@ -42,22 +42,6 @@ class Member:
         self.thread.join(20)
 
 
-def _produce(bootstrap, topic, start, count, sent):
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i in range(start, start + count):
-        p = i % PARTITIONS
-        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p)
-        sent.add((p, b"v%d" % i))
-    producer.flush()
-    producer.close()
-
-
-def _balanced(members, per_member):
-    assigned = [m.assigned for m in members]
-    return (all(len(a) == per_member for a in assigned)
-            and set().union(*assigned) == set(range(PARTITIONS)))
-
-
 @pytest.mark.parametrize("assignor", ["range", "roundrobin"])
 def test_three_members_exactly_once_through_leave_and_join(groups_server, assignor):
     bootstrap = groups_server.bootstrap
@@ -66,16 +50,16 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server, assign
     collected = Collected()
     members = [Member(f"m{i}", bootstrap, topic, group, collected, ASSIGNORS[assignor]) for i in range(3)]
     try:
-        wait_for(lambda: collected.count() >= 600 and _balanced(members, 2), 30, "3 members, 2 partitions each")
+        wait_for(lambda: collected.count() >= 600 and balanced(members, 2), 30, "3 members, 2 partitions each")
         if assignor == "range":  # range hands out contiguous pairs
             assert sorted(sorted(m.assigned) for m in members) == [[0, 1], [2, 3], [4, 5]]
         members[2].close()   # leaves: the other two take its partitions
-        _produce(bootstrap, topic, 600, 300, sent)
-        wait_for(lambda: collected.count() >= 900 and _balanced(members[:2], 3), 30, "2 members, 3 partitions each")
+        produce_records(bootstrap, topic, 600, 300, sent)
+        wait_for(lambda: collected.count() >= 900 and balanced(members[:2], 3), 30, "2 members, 3 partitions each")
         members.append(Member("m3", bootstrap, topic, group, collected, ASSIGNORS[assignor]))
         del members[2]
-        _produce(bootstrap, topic, 900, 300, sent)
-        wait_for(lambda: collected.count() >= 1200 and _balanced(members, 2), 30, "a new member gets 2 partitions")
+        produce_records(bootstrap, topic, 900, 300, sent)
+        wait_for(lambda: collected.count() >= 1200 and balanced(members, 2), 30, "a new member gets 2 partitions")
         assert members[2].assigned
     finally:
         for m in members:
@@ -102,7 +86,7 @@ def test_committed_offsets_survive_a_restart(tmp_path):
 
         server.restart()
         later: set = set()
-        _produce(server.bootstrap, topic, 600, 300, later)
+        produce_records(server.bootstrap, topic, 600, 300, later)
         collected = Collected()
         members = [Member(f"s{i}", server.bootstrap, topic, group, collected, RangePartitionAssignor)
                    for i in range(2)]

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, make_topic, wait_for
+from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, balanced, make_topic, produce_records, wait_for
 from tests.support.node_client import install_js_clients, node_command
 
 pytestmark = pytest.mark.clients
@@ -62,22 +62,6 @@ class JsMember:
         self.thread.join(5)
 
 
-def _produce(bootstrap, topic, start, count, sent):
-    from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i in range(start, start + count):
-        p = i % PARTITIONS
-        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=p)
-        sent.add((p, b"v%d" % i))
-    producer.flush()
-    producer.close()
-
-
-def _balanced(members, per_member):
-    sets = [m.assigned for m in members]
-    return all(len(s) == per_member for s in sets) and set().union(*sets) == set(range(PARTITIONS))
-
-
 def test_three_members_exactly_once_through_leave_and_join(groups_server, kafkajs):
     bootstrap = groups_server.bootstrap
     topic, group = "kafkajs-groups", "kafkajs-group"
@@ -85,7 +69,7 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server, kafkaj
     collected = Collected()
     members = [JsMember(f"js{i}", bootstrap, topic, group, collected) for i in range(3)]
     try:
-        wait_for(lambda: collected.count() >= 600 and _balanced(members, 2), 60, "3 members, 2 partitions each")
+        wait_for(lambda: collected.count() >= 600 and balanced(members, 2), 60, "3 members, 2 partitions each")
         assert sorted(sorted(m.assigned) for m in members) == [[0, 3], [1, 4], [2, 5]]
         assert {j[0] for m in members for j in m.joins} == {"RoundRobinAssigner"}
         assert sum(m.joins[-1][2] for m in members) == 1   # one leader ran the assignor
@@ -93,13 +77,13 @@ def test_three_members_exactly_once_through_leave_and_join(groups_server, kafkaj
         joins = [len(m.joins) for m in survivors]
 
         members[2].close()   # disconnect(): commit, LeaveGroup
-        _produce(bootstrap, topic, 600, 300, sent)
-        wait_for(lambda: collected.count() >= 900 and _balanced(survivors, 3), 40, "2 members, 3 partitions each")
+        produce_records(bootstrap, topic, 600, 300, sent)
+        wait_for(lambda: collected.count() >= 900 and balanced(survivors, 3), 40, "2 members, 3 partitions each")
         assert [len(m.joins) > n for m, n in zip(survivors, joins)] == [True, True]   # both rejoined
 
         members[2] = JsMember("js3", bootstrap, topic, group, collected)
-        _produce(bootstrap, topic, 900, 300, sent)
-        wait_for(lambda: collected.count() >= 1200 and _balanced(members, 2), 40, "a new member gets 2 partitions")
+        produce_records(bootstrap, topic, 900, 300, sent)
+        wait_for(lambda: collected.count() >= 1200 and balanced(members, 2), 40, "a new member gets 2 partitions")
         assert sorted(sorted(m.assigned) for m in members) == [[0, 3], [1, 4], [2, 5]]
     finally:
         for m in members:
