@@ -8,6 +8,7 @@ import threading
 import time
 
 from tests.groups.support import Collected
+from tests.support.driver_process import stop_driver
 from tests.support.java_client import java_command
 
 
@@ -63,16 +64,7 @@ class JavaMember:
 
     def close(self, timeout: float = 20.0) -> None:
         """Leave the group: stdin closes, the driver commits and (if dynamic) sends LeaveGroup."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_driver(self.proc, timeout)
         self.thread.join(5)
 
     def kill(self) -> None:

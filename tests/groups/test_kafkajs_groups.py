@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from tests.groups.support import PARTITIONS, Collected, assert_exactly_once, balanced, make_topic, produce_records, wait_for
+from tests.support.driver_process import stop_driver
 from tests.support.node_client import install_js_clients, node_command
 
 pytestmark = pytest.mark.clients
@@ -49,16 +50,7 @@ class JsMember:
                 self.other.append(line.rstrip("\n"))
 
     def close(self, timeout: float = 20.0) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_driver(self.proc, timeout)
         self.thread.join(5)
 
 
