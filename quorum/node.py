@@ -367,6 +367,7 @@ class Node:
         """Followers advance to min(leader's log start, own HW) (KIP-630); a snapshot-policy
         follower only to one of its own snapshots, so its earliest snapshot sits at its log
         start and its state can always be rebuilt."""
+        partition.leader_log_start = leader_log_start
         target = min(leader_log_start, partition.high_watermark)
         snapshots = partition.snapshots
         at = None
@@ -490,6 +491,11 @@ class Node:
         follower takes min(leader's log start, its own latest snapshot) as it fetches."""
         group = snapshots.partition.raft
         if not group.is_leader:
+            # An idle partition's incremental fetches stop naming it once the leader's log
+            # start has been sent: a snapshot of our own taken after that is our cue.
+            partition = snapshots.partition
+            if partition.leader_log_start > partition.log.log_start_offset:
+                self.follower_log_start(partition, partition.leader_log_start)
             return
         latest = snapshots.latest
         if latest is None:

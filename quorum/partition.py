@@ -29,6 +29,9 @@ class Partition:
     raft: object = None
     # Its replicas as assigned, the preferred leader first (a cluster's placement).
     replicas: tuple = ()
+    # A follower's view of the leader's log start (the latest Fetch answer that named it): a
+    # snapshot-policy follower may reach it only once it has a snapshot of its own there.
+    leader_log_start: int = 0
 
     @property
     def key(self) -> PartitionKey:
