@@ -88,9 +88,7 @@ class Controller:
                     leader_recovery_state=1))  # Kafka's mark of an unclean election
         for broker in self.image.brokers.values():
             if broker.node_id in lost and not broker.fenced:
-                fenced = copy.copy(broker)
-                fenced.fenced = True
-                records.append(register_broker_record(fenced))
+                records.append(_fence_record(broker))
         result = _WriteResult()
         if not records:
             on_done(result, now_ms)
@@ -112,9 +110,7 @@ class Controller:
             if broker.fenced or broker.node_id == node_id:
                 continue
             if now_ms - last_heard_ms(broker.node_id) > self._session_timeout_ms:
-                fenced = copy.copy(broker)
-                fenced.fenced = True
-                records.append(register_broker_record(fenced))
+                records.append(_fence_record(broker))
         if records:
             self.append(records, now_ms)
 
@@ -161,6 +157,13 @@ class DelayedMetadataWrite:
         if self.on_done is not None:
             self.on_done(self.response, now_ms)
         return self.response
+
+
+def _fence_record(broker):
+    """The RegisterBrokerRecord that marks `broker` fenced."""
+    fenced = copy.copy(broker)
+    fenced.fenced = True
+    return register_broker_record(fenced)
 
 
 class _WriteResult:

@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 
+from tests.support.driver_process import stop_driver
 from tests.support.java_client import compile_driver, java_command
 
 
@@ -147,7 +148,7 @@ class JavaConsumer(JournalingConsumer):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=self._drain_stderr, args=(proc,), daemon=True).start()
         try:
-            watcher = threading.Thread(target=lambda: (stop.wait(), proc.stdin.close()), daemon=True)
+            watcher = threading.Thread(target=lambda: (stop.wait(), stop_driver(proc, 10)), daemon=True)
             watcher.start()
             for line in proc.stdout:
                 kind, _, rest = line.rstrip("\n").partition(" ")
