@@ -22,6 +22,8 @@ log = structlog.get_logger("kraftd.broker")
 
 # Poll the node at least this often even if it reports no deadline (cheap safety net).
 POLL_MAX_INTERVAL_S = 0.1
+FSYNC_WORKERS = 4
+FLUSH_LOGS_PER_JOB = 8  # up to this many dirty logs: one pool job flushes them all
 PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -50,7 +52,7 @@ class Broker:
         self._timer_at = 0.0
         self._flush_wakeup = asyncio.Event()
         self._flush_task: asyncio.Task | None = None
-        self._fsync_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kraftd-fsync")
+        self._fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_WORKERS, thread_name_prefix="kraftd-fsync")
         # Election states (a vote, a new epoch) never queue behind log flushes: an election
         # waits for this write before any of its requests or answers leave.
         self._election_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-elections")
@@ -335,8 +337,13 @@ class Broker:
         logs = self.node.logs_to_flush()
         if not logs:
             return
-        futures = [self._loop.run_in_executor(self._fsync_pool, lg.flush) for _, lg in logs]
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        # A few pool jobs, not one per log: each job is a thread wake-up and a GIL hand-off each
+        # way, which cost more than a small fsync on a busy 2-core VM (bench/README.md, (g)).
+        size = max(FLUSH_LOGS_PER_JOB, -(-len(logs) // FSYNC_WORKERS))
+        jobs = [[lg for _, lg in logs[i:i + size]] for i in range(0, len(logs), size)]
+        done = await asyncio.gather(*(self._loop.run_in_executor(self._fsync_pool, flush_each, job)
+                                      for job in jobs))
+        results = [r for job_results in done for r in job_results]
         completions: list = []
         for (key, _), result in zip(logs, results):
             if isinstance(result, BaseException):
@@ -351,3 +358,15 @@ class Broker:
         self.snapshots.start_due()  # the HW moved: a snapshot may be due
         if self.peers is not None:
             self.kick()  # a follower's next fetch waited for this flush
+
+
+def flush_each(logs) -> list:
+    """Flush logs one after another in one pool job: each one's flushed offset, or the error
+    that flushing it raised."""
+    out: list = []
+    for lg in logs:
+        try:
+            out.append(lg.flush())
+        except Exception as e:  # noqa: BLE001 - reported per log by flush_logs
+            out.append(e)
+    return out

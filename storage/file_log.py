@@ -24,6 +24,7 @@ import logging
 import os
 import struct
 import threading
+import weakref
 import zlib
 
 from kraftd.protocol.errors import CorruptRecordError
@@ -62,6 +63,7 @@ class FileLog(PartitionLog):
         # leave the page cache (see flush) unless something reads it back (state machines).
         self.cache_replicated = False
         self._lock = threading.Lock()
+        self._rp_fd: int | None = None  # the recovery-point file, kept open for in-place writes
         self._dirty: dict[int, LogSegment] = {}
         self._dir_dirty = False
         self._new_dir = False
@@ -515,14 +517,24 @@ class FileLog(PartitionLog):
         head = struct.pack(">qB", offset, int(clean))
         data = head + struct.pack(">I", zlib.crc32(head))
         path = os.path.join(self.dir, RECOVERY_POINT_FILE)
-        if durable:
+        if durable:  # a new file renamed over the old one: the kept fd would write the old inode
+            with self._lock:
+                self._close_recovery_point()
             atomic_write(path, data)
-        else:  # 13 bytes in place; a torn write fails the CRC and means "scan everything"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                os.pwrite(fd, data, 0)
-            finally:
-                os.close(fd)
+            return
+        # 13 bytes in place after every flush; a torn write fails the CRC and means "scan
+        # everything". The fd stays open: open and close per flush were two more syscalls, and
+        # each syscall in the fsync thread is a GIL hand-off with the event loop.
+        with self._lock:
+            if self._rp_fd is None:
+                self._rp_fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+                self._rp_closer = weakref.finalize(self, os.close, self._rp_fd)  # a log never closed
+            os.pwrite(self._rp_fd, data, 0)
+
+    def _close_recovery_point(self) -> None:
+        if self._rp_fd is not None:
+            self._rp_fd = None
+            self._rp_closer()
 
     def __repr__(self) -> str:
         return f"FileLog({self.dir!r}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"

@@ -285,8 +285,13 @@ class LogSegment:
 
     def drop_cached(self, start: int, end: int) -> None:
         """Tell the kernel bytes [start, end) (durable by now) will not be read soon, so their
-        page-cache pages are freed and reused for the next writes. Advisory: errors ignored."""
+        page-cache pages are freed and reused for the next writes. Advisory: errors ignored.
+
+        Whole pages only: the page holding `end` is where the next append lands, and this
+        kernel (6.18) drops a partial last page too, so that append would read it back from
+        disk first, on the event loop (bench/README.md, (g))."""
         start -= start % _PAGE
+        end -= end % _PAGE
         if end > start:
             try:
                 os.posix_fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
