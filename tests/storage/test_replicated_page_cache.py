@@ -19,7 +19,13 @@ VALUE = os.urandom(1000)
 
 
 def resident_pages(path) -> int:
-    """Pages of the file in the page cache (mincore on a mapping that is never touched)."""
+    """Pages of the file in the page cache."""
+    return sum(resident_map(path))
+
+
+def resident_map(path) -> list[int]:
+    """Per page of the file, 1 if it is in the page cache (mincore on a mapping that is never
+    touched)."""
     size = os.path.getsize(path)
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -31,7 +37,7 @@ def resident_pages(path) -> int:
             assert _libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
         finally:
             _libc.munmap(addr, size)
-        return sum(v & 1 for v in vec)
+        return [v & 1 for v in vec]
     finally:
         os.close(fd)
 
@@ -90,4 +96,23 @@ def test_logs_that_are_read_back_keep_replicated_data_cached(log_dir):
     path = _fill(log, replicated=True)
     log.flush()
     assert resident_pages(path) >= os.path.getsize(path) // mmap.PAGESIZE - 1
+    log.close()
+
+
+def _storage_reads() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+
+
+def test_the_partial_last_page_stays_cached_so_the_next_append_reads_nothing(log_dir):
+    # Dropping it too (this kernel does, for a range ending mid-page) made every small follower
+    # append read that page back from disk first, on the event loop (bench/README.md, (g)).
+    log = FileLog(log_dir)
+    path = _fill(log, replicated=True, batches=5)
+    assert os.path.getsize(path) % mmap.PAGESIZE
+    log.flush()
+    assert resident_map(path) == [0] * (os.path.getsize(path) // mmap.PAGESIZE) + [1]
+    before = _storage_reads()
+    _fill(log, replicated=True, batches=1)
+    assert _storage_reads() == before
     log.close()
