@@ -101,6 +101,11 @@ class Settings(BaseSettings):
     # never: no fsync, the OS decides (tests and benchmarks only: a crash loses acked data).
     fsync_policy: Literal["acks_all", "always", "never"] = "acks_all"
     flush_interval_ms: int = Field(100, gt=0)
+    # A group commit of at most 2 logs with at most this many bytes appended (and no new
+    # segment or epoch checkpoint) is fsynced on the event loop, not in the fsync pool: the
+    # pool's thread and GIL hand-offs cost more than such an fsync (bench/README.md, (g)).
+    # 0: always the pool.
+    fsync_inline_max_bytes: int = Field(64 * 1024, ge=0)
 
     replica_fetch_response_max_bytes: int = Field(10 * MIB, gt=0)
     fetch_max_wait_cap_ms: int = Field(30_000, ge=0)

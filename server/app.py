@@ -74,7 +74,8 @@ class KraftdServer:
         self.metrics.watch_node(lambda: self.node)
         self.metrics.observe_snapshot_loads(self.node)
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
-                             flush_interval_ms=s.flush_interval_ms, metrics=self.metrics)
+                             flush_interval_ms=s.flush_interval_ms, metrics=self.metrics,
+                             fsync_inline_max_bytes=s.fsync_inline_max_bytes)
         self.broker.on_fatal = self.request_stop
         if s.voters:
             from kraftd.config.settings import parse_voters

@@ -24,6 +24,7 @@ log = structlog.get_logger("kraftd.broker")
 POLL_MAX_INTERVAL_S = 0.1
 FSYNC_WORKERS = 4
 FLUSH_LOGS_PER_JOB = 8  # up to this many dirty logs: one pool job flushes them all
+INLINE_FLUSH_MAX_LOGS = 2
 PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -37,7 +38,7 @@ class Broker:
     """The Dispatcher behind every KafkaConnection, plus the node's timer and flusher."""
 
     def __init__(self, node: Any, *, fsync_policy: str, flush_interval_ms: int,
-                 metrics: ServerMetrics, codec: Any = None) -> None:
+                 metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0) -> None:
         if codec is None:
             from kraftd.protocol import framing as codec
         self.node = node
@@ -45,6 +46,7 @@ class Broker:
         self._codec = codec
         self._fsync_policy = fsync_policy
         self._flush_interval_s = flush_interval_ms / 1000
+        self._fsync_inline_max_bytes = fsync_inline_max_bytes
         self._parked: dict[int, tuple[ResponseSlot, Any]] = {}
         self.connections: set[KafkaConnection] = set()
         self._loop = asyncio.get_running_loop()
@@ -332,18 +334,28 @@ class Broker:
         if drain is not None:
             self._deliver(drain(now_ms()))
 
+    def _flush_is_small(self, logs) -> bool:
+        """Cheap enough for the loop: at most 2 logs, each one fsync of a few appended KB
+        (bench/README.md, (g): ~0.5 ms for the whole flush, measured under load)."""
+        limit = self._fsync_inline_max_bytes
+        return bool(limit) and len(logs) <= INLINE_FLUSH_MAX_LOGS and all(
+            getattr(lg, "flush_is_small", None) is not None and lg.flush_is_small(limit) for _, lg in logs)
+
     async def flush_logs(self) -> None:
         await self.persist_election_states()
         logs = self.node.logs_to_flush()
         if not logs:
             return
-        # A few pool jobs, not one per log: each job is a thread wake-up and a GIL hand-off each
-        # way, which cost more than a small fsync on a busy 2-core VM (bench/README.md, (g)).
-        size = max(FLUSH_LOGS_PER_JOB, -(-len(logs) // FSYNC_WORKERS))
-        jobs = [[lg for _, lg in logs[i:i + size]] for i in range(0, len(logs), size)]
-        done = await asyncio.gather(*(self._loop.run_in_executor(self._fsync_pool, flush_each, job)
-                                      for job in jobs))
-        results = [r for job_results in done for r in job_results]
+        if self._flush_is_small(logs):
+            results = flush_each([lg for _, lg in logs])  # on the loop: see fsync_inline_max_bytes
+        else:
+            # A few pool jobs, not one per log: each job is a thread wake-up and a GIL hand-off
+            # each way, which cost more than a small fsync on a busy 2-core VM.
+            size = max(FLUSH_LOGS_PER_JOB, -(-len(logs) // FSYNC_WORKERS))
+            jobs = [[lg for _, lg in logs[i:i + size]] for i in range(0, len(logs), size)]
+            done = await asyncio.gather(*(self._loop.run_in_executor(self._fsync_pool, flush_each, job)
+                                          for job in jobs))
+            results = [r for job_results in done for r in job_results]
         completions: list = []
         for (key, _), result in zip(logs, results):
             if isinstance(result, BaseException):

@@ -73,6 +73,7 @@ class FileLog(PartitionLog):
         self._leo = 0
         self._log_start = 0
         self._flushed = 0
+        self._unflushed_bytes = 0  # appended since the last flush began
         self.epoch_cache = LeaderEpochCache(os.path.join(self.dir, EPOCH_CHECKPOINT_FILE), deferred=True)
         self.producer_state = ProducerStateTable()
         self.recovery_report = self._open()
@@ -98,6 +99,7 @@ class FileLog(PartitionLog):
         seg.next_offset = last + 1
         with self._lock:
             self._dirty[id(seg)] = seg
+            self._unflushed_bytes += len(buf)
             self._leo = last + 1
             if cold and seg.cold_from is None:
                 seg.cold_from = start
@@ -171,11 +173,19 @@ class FileLog(PartitionLog):
         return ReadResult(regions, total, first, next_off)
 
     # -- flush --------------------------------------------------------------------------------
+    def flush_is_small(self, max_bytes: int) -> bool:
+        """The next flush is one fsync of one segment with at most `max_bytes` appended: no
+        directory to sync, no epoch checkpoint to write."""
+        with self._lock:
+            return (self._unflushed_bytes <= max_bytes and len(self._dirty) <= 1 and not self._dir_dirty
+                    and not self.epoch_cache.checkpoint_pending)
+
     def flush(self) -> int:
         with self._lock:
             target, gen = self._leo, self._generation
             segs = list(self._dirty.values())
             self._dirty.clear()
+            self._unflushed_bytes = 0
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             cold = [(seg, seg.cold_from, seg.size) for seg in segs if seg.cold_from is not None]
             for seg, _, _ in cold:

@@ -157,6 +157,11 @@ class LeaderEpochCache:
             return
         self._write_file(list(zip(self._epochs, self._starts)))
 
+    @property
+    def checkpoint_pending(self) -> bool:
+        """Deferred mode: a change that write_checkpoint has not written yet."""
+        return self._dirty
+
     def write_checkpoint(self) -> None:
         """Write the checkpoint if it changed since the last write (deferred mode)."""
         with self._lock:

@@ -26,7 +26,12 @@ class FakeLog:
         self.flush_calls = 0
         self.flush_delay_s = flush_delay_s
         self.fail = False
+        self.small = False  # what flush_is_small answers
+        self.flush_threads: list[int] = []
         self._lock = threading.Lock()
+
+    def flush_is_small(self, max_bytes: int) -> bool:
+        return self.small
 
     def append(self) -> int:
         with self._lock:
@@ -37,6 +42,7 @@ class FakeLog:
         with self._lock:
             target = self.log_end_offset  # covers everything appended before the flush started
         self.flush_calls += 1
+        self.flush_threads.append(threading.get_ident())
         time.sleep(self.flush_delay_s)
         if self.fail:
             raise OSError(5, "Input/output error")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import threading
 import time
 
 import pytest
@@ -136,6 +137,19 @@ async def test_acks_all_produces_share_fsyncs(server):
     assert time.monotonic() - started < 5
     for c in clients:
         c.close()
+
+
+@pytest.mark.parametrize("small,inline_max,on_loop", [(True, 65536, True), (False, 65536, False),
+                                                     (True, 0, False)])
+async def test_a_small_flush_runs_on_the_loop_and_others_in_the_pool(server, small, inline_max, on_loop):
+    srv = await server(fsync_inline_max_bytes=inline_max, flush_interval_ms=10_000)
+    srv.node.log.small = small
+    c = await client(srv)
+    await c.request(0, 9, produce(acks=-1))
+    assert srv.node.log.flushed_offset == 1
+    loop_thread = threading.get_ident()
+    assert srv.node.log.flush_threads and all((t == loop_thread) == on_loop for t in srv.node.log.flush_threads)
+    c.close()
 
 
 async def test_background_flush_runs_every_interval(server):

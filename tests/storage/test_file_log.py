@@ -268,3 +268,23 @@ def test_recovery_point_limits_the_scan(tmp_path):
     del log
     log = open_log(tmp_path / "p", segment_bytes=1024)
     assert len(log.recovery_report.segments_scanned) == 1 < nseg
+
+
+def test_flush_is_small_only_for_one_segment_of_a_few_appended_bytes(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=4096)
+    log.append_as_leader(batch(1), 1, now_ms=0)
+    assert not log.flush_is_small(1 << 20)  # a new directory and a new epoch to checkpoint
+    log.flush()
+    assert log.flush_is_small(0)  # nothing appended
+    log.append_as_leader(batch(1, value=b"v" * 100), 1, now_ms=0)
+    assert log.flush_is_small(1024) and not log.flush_is_small(100)
+    log.flush()
+    log.append_as_leader(batch(1), 2, now_ms=0)
+    assert not log.flush_is_small(1 << 20)  # epoch 2 starts: the checkpoint is written first
+    log.flush()
+    while len(log.segments) == 1:
+        log.append_as_leader(batch(1, value=b"v" * 500), 2, now_ms=0)
+    assert not log.flush_is_small(1 << 20)  # the rolled segment and the directory too
+    log.flush()
+    assert log.flush_is_small(0)
+    log.close()
