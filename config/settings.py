@@ -21,7 +21,7 @@ DAY_MS = 24 * 3600 * 1000
 # Settings the asyncio shell consumes itself; everything else is handed to the core.
 SHELL_ONLY = frozenset({
     "listen", "metrics_listen", "log_format", "log_level",
-    "socket_request_max_bytes", "connections_max_idle_ms",
+    "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes",
 })
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
