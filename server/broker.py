@@ -373,8 +373,8 @@ class Broker:
 
 
 def flush_each(logs) -> list:
-    """Flush logs one after another in one pool job: each one's flushed offset, or the error
-    that flushing it raised."""
+    """Flush logs one after another (one pool job, or inline): each one's flushed offset, or
+    the error that flushing it raised."""
     out: list = []
     for lg in logs:
         try:
