@@ -44,6 +44,11 @@ class RaftGroup:
 
     @property
     def leader_id(self) -> int:
+        """The leader of this epoch as far as we know; none once we resigned ourselves: an
+        answer naming us would turn the successor standing in our place back into a follower
+        of ours (seen on real processes: hand-overs to a preferred replica failed so)."""
+        if isinstance(self.role, Resigned):
+            return NO_NODE
         return self.state.leader_id
 
     @property
@@ -441,11 +446,23 @@ class RaftGroup:
         r = self.role
         if isinstance(r, Follower) and r.leader_id == leader_id:
             # The most caught-up successor stands first; the others wait their turn (KIP-595).
-            position = successors.index(self.node_id) if self.node_id in successors else len(self.voters)
-            step = self.env.config.election_timeout_ms // 4
-            deadline = now_ms + position * step + self.env.rng.randrange(step // 2 + 1) if self.may_stand else -1
+            deadline = self._successor_turn(successors, now_ms) if self.may_stand else -1
             self.become_unattached(epoch, now_ms, deadline)
+        elif isinstance(r, (Unattached, Voted)) and self.may_stand and r.election_deadline_ms >= 0:
+            # The resigned leader's answer to a fetch came first: no leader in this epoch, and a
+            # full election timeout to wait. The turn still counts, or the first successor
+            # stands after the others (seen on real processes: every hand-over to a preferred
+            # replica under load failed so).
+            turn = self._successor_turn(successors, now_ms)
+            if turn < r.election_deadline_ms:
+                r.election_deadline_ms = turn
+                self._arm(now_ms)
         return 0
+
+    def _successor_turn(self, successors: list[int], now_ms: int) -> int:
+        position = successors.index(self.node_id) if self.node_id in successors else len(self.voters)
+        step = self.env.config.election_timeout_ms // 4
+        return now_ms + position * step + self.env.rng.randrange(step // 2 + 1)
 
     def on_begin_epoch_acked(self, voter: int) -> None:
         if isinstance(self.role, Leader):

@@ -137,3 +137,19 @@ def test_an_answer_from_the_leader_cancels_the_unreachable_verdict():
     ctx.respond(retry, ctx.fetch_response(high_watermark=5))
     ctx.advance(ctx.node.replication.config.unreachable_grace_ms)
     assert ctx.role == "Follower"
+
+
+def test_a_follower_that_heard_of_the_resignation_first_still_stands_in_its_successor_turn():
+    # Found on real processes (the failover bench): the resigned leader's answer to a fetch
+    # reached the preferred successor before its EndQuorumEpoch, so the successor was no longer
+    # a follower when that came, ignored its place, and waited out a full election timeout. The
+    # second successor stood first, and the hand-over to the preferred replica failed each time.
+    ctx = follower()
+    fetch = ctx.assert_sent_fetch(offset=10, last_fetched_epoch=2)
+    ctx.respond(fetch, ctx.fetch_response(error=6, leader=(-1, 5), high_watermark=-1))  # NOT_LEADER_OR_FOLLOWER
+    ctx.poll()
+    ctx.assert_unknown_leader(5)
+    ctx.clear_sent()
+    assert ctx.deliver_end_quorum_epoch(5, leader_id=2, successors=[1, 3]).error_code == 0
+    waited = ctx.ms_until_sent(api.VOTE, 3 * ctx.election_timeout_ms)
+    assert waited is not None and waited < ctx.election_timeout_ms // 4, waited
