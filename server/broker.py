@@ -339,7 +339,7 @@ class Broker:
         (bench/README.md, (g): ~0.5 ms for the whole flush, measured under load)."""
         limit = self._fsync_inline_max_bytes
         return bool(limit) and len(logs) <= INLINE_FLUSH_MAX_LOGS and all(
-            getattr(lg, "flush_is_small", None) is not None and lg.flush_is_small(limit) for _, lg in logs)
+            lg.flush_is_small(limit) for _, lg in logs)
 
     async def flush_logs(self) -> None:
         await self.persist_election_states()

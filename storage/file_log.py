@@ -64,6 +64,7 @@ class FileLog(PartitionLog):
         self.cache_replicated = False
         self._lock = threading.Lock()
         self._rp_fd: int | None = None  # the recovery-point file, kept open for in-place writes
+        self._rp_closer: weakref.finalize | None = None  # closes it if the log is never closed
         self._dirty: dict[int, LogSegment] = {}
         self._dir_dirty = False
         self._new_dir = False
@@ -538,7 +539,7 @@ class FileLog(PartitionLog):
         with self._lock:
             if self._rp_fd is None:
                 self._rp_fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-                self._rp_closer = weakref.finalize(self, os.close, self._rp_fd)  # a log never closed
+                self._rp_closer = weakref.finalize(self, os.close, self._rp_fd)
             os.pwrite(self._rp_fd, data, 0)
 
     def _close_recovery_point(self) -> None:

@@ -187,6 +187,10 @@ class PartitionLog(abc.ABC):
     def flush(self) -> int:
         """Make everything appended so far durable; returns the new flushed offset."""
 
+    def flush_is_small(self, max_bytes: int) -> bool:
+        """The next flush is cheap enough to run on the event loop (see FileLog)."""
+        return False
+
     @abc.abstractmethod
     def truncate_to(self, offset: int) -> None:
         """Drop every batch containing an offset ≥ `offset` (a batch straddling it goes too)."""
