@@ -84,9 +84,8 @@ def _options(quick: bool) -> dict:
 # talking to the nodes
 
 
-def metadata(address: str, topics: list[str] | None, timeout: float = 5.0) -> dict:
-    """Metadata v12 from one node, raw (nothing cached or merged by a client library):
-    {"brokers": [ids], "topics": {name: (error, {partition: (leader, isr)})}}."""
+def metadata_response(address: str, topics: list[str] | None, timeout: float = 5.0):
+    """MetadataResponse v12 from one node, raw (nothing cached or merged by a client library)."""
     from kraftd.client import WireClient
     from kraftd.protocol import api
     from kraftd.protocol import messages as m
@@ -96,9 +95,14 @@ def metadata(address: str, topics: list[str] | None, timeout: float = 5.0) -> di
         allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     client = WireClient(address, client_id="kraftd-bench-cluster", timeout=timeout)
     try:
-        r = client.request(api.METADATA, 12, request)
+        return client.request(api.METADATA, 12, request)
     finally:
         client.close()
+
+
+def metadata(address: str, topics: list[str] | None, timeout: float = 5.0) -> dict:
+    """{"brokers": [ids], "topics": {name: (error, {partition: (leader, isr)})}} from one node."""
+    r = metadata_response(address, topics, timeout)
     return dict(brokers=sorted(b.node_id for b in r.brokers),
                 topics={t.name: (t.error_code, {p.partition_index: (p.leader_id, tuple(sorted(p.isr_nodes)))
                                                 for p in t.partitions}) for t in r.topics})
@@ -441,18 +445,7 @@ def _settled_leader(cluster, topic: str) -> int | None:
 
 
 def _partition0(address: str, topic: str):
-    from kraftd.client import WireClient
-    from kraftd.protocol import api
-    from kraftd.protocol import messages as m
-
-    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)],
-                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    client = WireClient(address, client_id="kraftd-bench-cluster", timeout=1)
-    try:
-        r = client.request(api.METADATA, 12, request)
-    finally:
-        client.close()
-    return r.topics[0].partitions[0]
+    return metadata_response(address, [topic], timeout=1).topics[0].partitions[0]
 
 
 def _watch_new_leader(cluster, survivor: int, old_leader: int, old_epoch: int, stop: threading.Event,
