@@ -87,16 +87,15 @@ class FileLog(PartitionLog):
 
     # -- append -------------------------------------------------------------------------------
     def _store(self, buf, placed, *, replicated: bool = False) -> None:
-        infos = [(pos, h.base_offset, h.max_timestamp, h.size) for pos, h in placed]
-        self._write(buf, infos, placed[0][1].base_offset, placed[-1][1].last_offset,
-                    cold=replicated and not self.cache_replicated)
+        self._write(buf, placed, cold=replicated and not self.cache_replicated)
 
-    def _write(self, buf, infos, first: int, last: int, *, cold: bool = False) -> None:
+    def _write(self, buf, placed, *, cold: bool = False) -> None:
+        last = placed[-1][1].last_offset
         seg = self._segments[-1]
         if seg.size and (seg.size + len(buf) > self.segment_bytes or last - seg.base_offset > _MAX_REL):
             seg = self._roll()
         start = seg.size
-        seg.append(buf, infos)
+        seg.append(buf, placed)
         seg.next_offset = last + 1
         with self._lock:
             self._dirty[id(seg)] = seg
