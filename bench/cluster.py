@@ -15,7 +15,8 @@ data dirs in the system temp dir. One confluent-kafka client in this process dri
    system, then the passes alternate single/cluster (``--repeats``, default 5); medians, and
    the ratio of the medians. MB = 10^6 bytes of record values.
 2. **Latency** (target p99 <= 15 ms): acks=all, ``linger.ms=0``, at a fixed rate (default
-   1,000 records/s for 10 s, after 1 s of warm-up) round-robin into a 6-partition RF=3 topic;
+   1,000 records/s for 10 s, after 1 s of warm-up whose last record the consumer has
+   received) round-robin into a 6-partition RF=3 topic;
    each value carries ``perf_counter_ns()`` at produce(). A consumer in the same process
    (``assign`` all partitions at the end, ``fetch.wait.max.ms=5``) notes ``perf_counter_ns()``
    when ``poll()`` hands it the record; latency = receive - send, same clock. Both clients set
@@ -287,6 +288,7 @@ def measure_latency(cluster, opts: dict, log) -> dict:
     latencies: list[float] = []
     seen: set[int] = set()
     warm_seen = [0]
+    warm_low = [0]  # the lowest warm-up seq received: -1, -2, ... in send order
     stop = threading.Event()
 
     def consume_loop():
@@ -301,6 +303,7 @@ def measure_latency(cluster, opts: dict, log) -> dict:
             seq, sent = _STAMP.unpack_from(msg.value())
             if seq < 0:
                 warm_seen[0] += 1
+                warm_low[0] = min(warm_low[0], seq)
             elif seq not in seen:
                 seen.add(seq)
                 latencies.append((now - sent) / 1e6)
@@ -330,7 +333,7 @@ def measure_latency(cluster, opts: dict, log) -> dict:
                 return n
             due = int(elapsed / interval) + 1
             while n < due:
-                seq = -1 if warm else first_seq + n
+                seq = -1 - n if warm else first_seq + n  # warm-up: -1, -2, ...
                 producer.produce(TOPIC_LATENCY, _STAMP.pack(seq, time.perf_counter_ns()) + padding,
                                  partition=(first_seq + n) % PARTITIONS, on_delivery=on_delivery)
                 n += 1
@@ -340,8 +343,16 @@ def measure_latency(cluster, opts: dict, log) -> dict:
     sent = 0
     before: dict = {}
     try:
-        send(1.0, True, 0)  # warm-up: connections, the consumer's positions
+        warm = send(1.0, True, 0)  # warm-up: connections, the consumer's positions
         producer.flush(10)
+        # The measured records start once the last warm-up record has arrived: the consumer's
+        # fetch sessions and positions are set up (it starts at the log end, so the first
+        # warm-up records may go unseen), and so is the group coordinator's topic (librdkafka
+        # asks for a coordinator, which creates __consumer_offsets).
+        try:
+            wait_for("the last warm-up record to arrive", lambda: warm_low[0] <= -warm, 10.0, 0.01)
+        except TimeoutError:
+            log("  latency: the last warm-up record did not arrive; measuring anyway")
         before = {i: scrape(cluster, i) for i in cluster.running()}
         sent = send(opts["latency_s"], False, 0)
         producer.flush(10)
