@@ -21,7 +21,7 @@ DAY_MS = 24 * 3600 * 1000
 # Settings the asyncio shell consumes itself; everything else is handed to the core.
 SHELL_ONLY = frozenset({
     "listen", "metrics_listen", "log_format", "log_level",
-    "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes",
+    "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes", "fsync_aio",
 })
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
@@ -101,10 +101,14 @@ class Settings(BaseSettings):
     # never: no fsync, the OS decides (tests and benchmarks only: a crash loses acked data).
     fsync_policy: Literal["acks_all", "always", "never"] = "acks_all"
     flush_interval_ms: int = Field(100, gt=0)
-    # A group commit of at most 2 logs with at most this many bytes appended (and no new
-    # segment or epoch checkpoint) is fsynced on the event loop, not in the fsync pool: the
-    # pool's thread and GIL hand-offs cost more than such an fsync (bench/README.md, (g)).
-    # 0: always the pool.
+    # Segment fsyncs go to the kernel through Linux native AIO (io_submit, an eventfd tells the
+    # event loop): no thread, no GIL hand-off, no loop blocked on the disk (bench/README.md,
+    # (g)). Directory fsyncs and epoch checkpoints stay in the fsync pool. Where AIO does not
+    # work (checked at start with a real fsync in data_dir), or with false, the two below apply.
+    fsync_aio: bool = True
+    # Without AIO: a group commit of at most 2 logs with at most this many bytes appended (and
+    # no new segment or epoch checkpoint) is fsynced on the event loop, not in the fsync pool:
+    # the pool's thread and GIL hand-offs cost more than such an fsync. 0: always the pool.
     fsync_inline_max_bytes: int = Field(64 * 1024, ge=0)
 
     replica_fetch_response_max_bytes: int = Field(10 * MIB, gt=0)

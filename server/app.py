@@ -73,9 +73,15 @@ class KraftdServer:
         self.node = await loop.run_in_executor(None, self._node_factory, config, now_ms())
         self.metrics.watch_node(lambda: self.node)
         self.metrics.observe_snapshot_loads(self.node)
+        aio = None
+        if s.fsync_aio and s.fsync_policy != "never":
+            from kraftd.storage.aio_fsync import AioFsync
+            aio = await loop.run_in_executor(None, AioFsync.open, s.data_dir)
+            log.info("segment fsyncs through native AIO" if aio else
+                     "native AIO fsync does not work here; fsyncs on the loop and in the fsync pool")
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics,
-                             fsync_inline_max_bytes=s.fsync_inline_max_bytes)
+                             fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio)
         self.broker.on_fatal = self.request_stop
         if s.voters:
             from kraftd.config.settings import parse_voters

@@ -1,7 +1,7 @@
 """Drives the sans-IO Node from the event loop: dispatch, parked requests, timers, group commit.
 
-Everything here runs on the loop thread except `log.flush()`, which runs in a worker thread
-(the storage contract allows flush() concurrently with appends on the loop).
+Everything here runs on the loop thread except what the LogFlusher runs in its fsync pool:
+`log.flush()` (the storage contract allows flush() concurrently with appends on the loop).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import structlog
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
+from .log_flusher import LogFlusher
 from .metrics import ServerMetrics
 from .snapshot_jobs import SnapshotJobRunner
 
@@ -22,9 +23,6 @@ log = structlog.get_logger("kraftd.broker")
 
 # Poll the node at least this often even if it reports no deadline (cheap safety net).
 POLL_MAX_INTERVAL_S = 0.1
-FSYNC_WORKERS = 4
-FLUSH_LOGS_PER_JOB = 8  # up to this many dirty logs: one pool job flushes them all
-INLINE_FLUSH_MAX_LOGS = 2
 PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -38,7 +36,8 @@ class Broker:
     """The Dispatcher behind every KafkaConnection, plus the node's timer and flusher."""
 
     def __init__(self, node: Any, *, fsync_policy: str, flush_interval_ms: int,
-                 metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0) -> None:
+                 metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0,
+                 aio: Any = None) -> None:
         if codec is None:
             from kraftd.protocol import framing as codec
         self.node = node
@@ -46,7 +45,6 @@ class Broker:
         self._codec = codec
         self._fsync_policy = fsync_policy
         self._flush_interval_s = flush_interval_ms / 1000
-        self._fsync_inline_max_bytes = fsync_inline_max_bytes
         self._parked: dict[int, tuple[ResponseSlot, Any]] = {}
         self.connections: set[KafkaConnection] = set()
         self._loop = asyncio.get_running_loop()
@@ -54,7 +52,7 @@ class Broker:
         self._timer_at = 0.0
         self._flush_wakeup = asyncio.Event()
         self._flush_task: asyncio.Task | None = None
-        self._fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_WORKERS, thread_name_prefix="kraftd-fsync")
+        self.flusher = LogFlusher(inline_max_bytes=fsync_inline_max_bytes, aio=aio, counter=metrics.log_flushes)
         # Election states (a vote, a new epoch) never queue behind log flushes: an election
         # waits for this write before any of its requests or answers leave.
         self._election_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-elections")
@@ -99,7 +97,7 @@ class Broker:
         self._outbox_closed = True
         if self._persist_task is not None:
             await asyncio.shield(self._persist_task)
-        self._fsync_pool.shutdown(wait=False)
+        self.flusher.close()
         self._election_pool.shutdown(wait=False)
 
     # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
@@ -334,28 +332,12 @@ class Broker:
         if drain is not None:
             self._deliver(drain(now_ms()))
 
-    def _flush_is_small(self, logs) -> bool:
-        """Cheap enough for the loop: at most 2 logs, each one fsync of a few appended KB
-        (bench/README.md, (g): ~0.5 ms for the whole flush, measured under load)."""
-        limit = self._fsync_inline_max_bytes
-        return bool(limit) and len(logs) <= INLINE_FLUSH_MAX_LOGS and all(
-            lg.flush_is_small(limit) for _, lg in logs)
-
     async def flush_logs(self) -> None:
         await self.persist_election_states()
         logs = self.node.logs_to_flush()
         if not logs:
             return
-        if self._flush_is_small(logs):
-            results = flush_each([lg for _, lg in logs])  # on the loop: see fsync_inline_max_bytes
-        else:
-            # A few pool jobs, not one per log: each job is a thread wake-up and a GIL hand-off
-            # each way, which cost more than a small fsync on a busy 2-core VM.
-            size = max(FLUSH_LOGS_PER_JOB, -(-len(logs) // FSYNC_WORKERS))
-            jobs = [[lg for _, lg in logs[i:i + size]] for i in range(0, len(logs), size)]
-            done = await asyncio.gather(*(self._loop.run_in_executor(self._fsync_pool, flush_each, job)
-                                          for job in jobs))
-            results = [r for job_results in done for r in job_results]
+        results = await self.flusher.flush([lg for _, lg in logs])
         completions: list = []
         for (key, _), result in zip(logs, results):
             if isinstance(result, BaseException):
@@ -371,14 +353,3 @@ class Broker:
         if self.peers is not None:
             self.kick()  # a follower's next fetch waited for this flush
 
-
-def flush_each(logs) -> list:
-    """Flush logs one after another (one pool job, or inline): each one's flushed offset, or
-    the error that flushing it raised."""
-    out: list = []
-    for lg in logs:
-        try:
-            out.append(lg.flush())
-        except Exception as e:  # noqa: BLE001 - reported per log by flush_logs
-            out.append(e)
-    return out

@@ -77,6 +77,9 @@ class ServerMetrics:
                                          registry=r)
         self.snapshot_failures = Counter("kraftd_snapshot_failures", "Snapshot jobs that failed",
                                          registry=r)
+        self.log_flushes = Counter("kraftd_log_flushes", "Logs fsynced by the group commit, by way: aio "
+                                   "(kernel AIO), loop (on the event loop), pool (fsync threads)", ["way"],
+                                   registry=r)
         # KIP-630's GenSnapshotLatencyMs and LoadSnapshotLatencyMs (Kafka never exported them).
         self.gen_snapshot_latency = Histogram("kraftd_gen_snapshot_latency_ms",
                                               "Time to generate one snapshot (ms)", ["topic", "partition"],

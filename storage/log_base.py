@@ -191,6 +191,20 @@ class PartitionLog(abc.ABC):
         """The next flush is cheap enough to run on the event loop (see FileLog)."""
         return False
 
+    def begin_flush(self):
+        """If the next flush is nothing but fsyncs of open files: take it, and return a plan
+        naming their `fds`. The caller fsyncs them (by AIO: server/log_flusher.py) and then
+        calls `end_flush(plan)`, or `abort_flush(plan)` if one failed. None: use flush()."""
+        return None
+
+    def end_flush(self, plan) -> int:
+        """After every fd of `plan` was fsynced: the new flushed offset."""
+        raise NotImplementedError
+
+    def abort_flush(self, plan) -> None:
+        """An fsync of `plan` failed: what it took is dirty again."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def truncate_to(self, offset: int) -> None:
         """Drop every batch containing an offset ≥ `offset` (a batch straddling it goes too)."""

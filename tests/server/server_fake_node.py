@@ -19,6 +19,12 @@ from kraftd.quorum.outcomes import Completion, NoResponse, Park, Respond
 LOG_KEY = ("t", 0)
 
 
+class FakePlan:
+    def __init__(self, target: int, fds: list[int]) -> None:
+        self.target = target
+        self.fds = fds
+
+
 class FakeLog:
     def __init__(self, flush_delay_s: float = 0.02) -> None:
         self.log_end_offset = 0
@@ -28,10 +34,26 @@ class FakeLog:
         self.fail = False
         self.small = False  # what flush_is_small answers
         self.flush_threads: list[int] = []
+        self.aio_fd: int | None = None  # set: begin_flush plans an fsync of this fd
+        self.end_flush_threads: list[int] = []
         self._lock = threading.Lock()
 
     def flush_is_small(self, max_bytes: int) -> bool:
         return self.small
+
+    def begin_flush(self):
+        if self.aio_fd is None:
+            return None
+        with self._lock:
+            return FakePlan(self.log_end_offset, [self.aio_fd])
+
+    def end_flush(self, plan) -> int:
+        self.end_flush_threads.append(threading.get_ident())
+        self.flushed_offset = max(self.flushed_offset, plan.target)
+        return self.flushed_offset
+
+    def abort_flush(self, plan) -> None:
+        pass
 
     def append(self) -> int:
         with self._lock:

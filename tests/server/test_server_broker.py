@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import threading
 import time
@@ -142,7 +143,8 @@ async def test_acks_all_produces_share_fsyncs(server):
 @pytest.mark.parametrize("small,inline_max,on_loop", [(True, 65536, True), (False, 65536, False),
                                                      (True, 0, False)])
 async def test_a_small_flush_runs_on_the_loop_and_others_in_the_pool(server, small, inline_max, on_loop):
-    srv = await server(fsync_inline_max_bytes=inline_max, flush_interval_ms=10_000)
+    """Without AIO (fsync_aio off, or a kernel without it)."""
+    srv = await server(fsync_inline_max_bytes=inline_max, flush_interval_ms=10_000, fsync_aio=False)
     srv.node.log.small = small
     c = await client(srv)
     await c.request(0, 9, produce(acks=-1))
@@ -150,6 +152,46 @@ async def test_a_small_flush_runs_on_the_loop_and_others_in_the_pool(server, sma
     loop_thread = threading.get_ident()
     assert srv.node.log.flush_threads and all((t == loop_thread) == on_loop for t in srv.node.log.flush_threads)
     c.close()
+
+
+async def test_with_aio_a_plain_fsync_flush_needs_no_thread(server, tmp_path):
+    srv = await server(flush_interval_ms=10_000)
+    assert srv.broker.flusher.uses_aio, "native AIO fsync works on this machine's Linux"
+    fd = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"x" * 100)
+        srv.node.log.aio_fd = fd
+        c = await client(srv)
+        await c.request(0, 9, produce(acks=-1))
+        assert srv.node.log.flushed_offset == 1
+        assert srv.node.log.flush_threads == []  # log.flush() never ran: the kernel fsynced the fd
+        assert srv.node.log.end_flush_threads == [threading.get_ident()]
+        c.close()
+    finally:
+        os.close(fd)
+
+
+async def test_with_aio_an_fsync_the_kernel_refuses_goes_to_the_pool_and_its_failure_stops(server):
+    """A pipe has no fsync: io_submit refuses it, the pool's os.fsync fails too, and a failed
+    fsync stops the server (as Kafka halts)."""
+    srv = await server(flush_interval_ms=10_000)
+    stopped = []
+    srv.broker.on_fatal = lambda: stopped.append(True)
+    r, w = os.pipe()
+    try:
+        srv.node.log.aio_fd = w
+        c = await client(srv)
+        c.send(0, 9, produce(acks=-1))
+        for _ in range(100):
+            if stopped:
+                break
+            await asyncio.sleep(0.02)
+        assert stopped and isinstance(srv.broker.fatal, OSError)
+        assert srv.node.log.flushed_offset == 0
+        c.close()
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 async def test_background_flush_runs_every_interval(server):

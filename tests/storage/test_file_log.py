@@ -288,3 +288,39 @@ def test_flush_is_small_only_for_one_segment_of_a_few_appended_bytes(tmp_path):
     log.flush()
     assert log.flush_is_small(0)
     log.close()
+
+
+def test_begin_flush_plans_only_segment_fsyncs_and_end_flush_makes_them_count(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=4096)
+    log.append_as_leader(batch(1), 1, now_ms=0)
+    assert log.begin_flush() is None  # a new directory and a new epoch to checkpoint: flush()
+    log.flush()
+    log.append_as_leader(batch(2), 1, now_ms=0)
+    plan = log.begin_flush()
+    assert plan is not None and plan.fds == [log.segments[-1].fd] and plan.target == 3
+    assert log.flushed_offset == 1
+    log.append_as_leader(batch(1), 1, now_ms=0)  # after the plan was taken: not covered by it
+    for fd in plan.fds:
+        os.fsync(fd)
+    assert log.end_flush(plan) == 3 == log.flushed_offset
+    assert log.begin_flush().target == 4  # the later append is dirty still
+    log.append_as_leader(batch(1), 2, now_ms=0)
+    assert log.begin_flush() is None  # epoch 2 starts: the checkpoint is written first
+    assert log.flush() == 5
+    log.close()
+
+
+def test_abort_flush_leaves_the_segments_dirty(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=4096)
+    log.append_as_leader(batch(1), 1, now_ms=0)
+    log.flush()
+    log.append_as_leader(batch(1), 1, now_ms=0)
+    plan = log.begin_flush()
+    log.abort_flush(plan)  # its fsync failed
+    assert log.flushed_offset == 1
+    again = log.begin_flush()
+    assert again.fds == plan.fds and again.target == 2
+    for fd in again.fds:
+        os.fsync(fd)
+    assert log.end_flush(again) == 2
+    log.close()
