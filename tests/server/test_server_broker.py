@@ -175,20 +175,12 @@ async def test_with_aio_an_fsync_the_kernel_refuses_goes_to_the_pool_and_its_fai
     """A pipe has no fsync: io_submit refuses it, the pool's os.fsync fails too, and a failed
     fsync stops the server (as Kafka halts)."""
     srv = await server(flush_interval_ms=10_000)
-    stopped = []
-    srv.broker.on_fatal = lambda: stopped.append(True)
     r, w = os.pipe()
     try:
         srv.node.log.aio_fd = w
-        c = await client(srv)
-        c.send(0, 9, produce(acks=-1))
-        for _ in range(100):
-            if stopped:
-                break
-            await asyncio.sleep(0.02)
-        assert stopped and isinstance(srv.broker.fatal, OSError)
+        assert await an_acks_all_produce_stops_it(srv)
+        assert isinstance(srv.broker.fatal, OSError)
         assert srv.node.log.flushed_offset == 0
-        c.close()
     finally:
         os.close(r)
         os.close(w)
@@ -212,19 +204,25 @@ async def test_fsync_policy_never_does_not_flush(server):
     c.close()
 
 
-async def test_failed_fsync_stops_the_server(server, monkeypatch):
-    srv = await server()
+async def an_acks_all_produce_stops_it(srv) -> bool:
+    """Send one acks=-1 produce; True once the broker gives up (its fsync failed)."""
     stopped = []
     srv.broker.on_fatal = lambda: stopped.append(True)
-    srv.node.log.fail = True
     c = await client(srv)
     c.send(0, 9, produce(acks=-1))
     for _ in range(100):
         if stopped:
             break
         await asyncio.sleep(0.02)
-    assert stopped and srv.broker.fatal is not None
     c.close()
+    return bool(stopped)
+
+
+async def test_failed_fsync_stops_the_server(server):
+    srv = await server()
+    srv.node.log.fail = True
+    assert await an_acks_all_produce_stops_it(srv)
+    assert srv.broker.fatal is not None
 
 
 async def test_metrics_and_healthz(server):
