@@ -2,9 +2,9 @@
 
 A first join without a member id gets one back with MEMBER_ID_REQUIRED (KIP-394, v4+) and
 joins again with it; a static member (group.instance.id, KIP-345) that rejoins without its
-member id replaces its old one, without a rebalance when nothing changed. The answer waits
-for the join phase to end (every member rejoined, or the rebalance timeout; the first
-generation also waits out group_initial_rebalance_delay_ms)."""
+member id replaces its old one, without a rebalance unless the group's protocol would change.
+The answer waits for the join phase to end (every member rejoined, or the rebalance timeout;
+the first generation also waits out group_initial_rebalance_delay_ms)."""
 from __future__ import annotations
 
 from kraftd.protocol.errors import ErrorCode
@@ -105,7 +105,10 @@ def _static_rejoin(ctx, coordinator, group, new: Member, now_ms):
         group.leader_id = new.member_id
     from ..groups.sessions import start_session
     start_session(coordinator, group, new, now_ms)
-    if group.is_(S.STABLE) and not was_leader and old.same_protocols(new.protocols):
+    # Kafka's rule: only a change of the group's protocol rebalances. The metadata bytes may
+    # differ (a restarted client's subscription no longer lists owned partitions or its old
+    # generation), which is not a reason to move partitions.
+    if group.is_(S.STABLE) and not was_leader and group.select_protocol() == group.protocol_name:
         coordinator.write_group(group, now_ms)
         return Respond(_current(group, new.member_id))
     if not group.is_(S.PREPARING_REBALANCE):

@@ -115,6 +115,35 @@ def test_a_static_member_rejoining_replaces_its_old_member_id(ctx):
     assert heartbeat(ctx, new_id, generation + 1) == 0
 
 
+def test_a_static_follower_restarting_with_other_metadata_keeps_the_generation(ctx):
+    """A restarted Java consumer's subscription no longer lists its owned partitions or its old
+    generation, so its metadata bytes differ; the protocol is the same, so (as in Kafka) there
+    is no rebalance: it gets the current generation, then its old assignment in SyncGroup."""
+    first, second = join(ctx, "", instance_id="instance-1"), join(ctx, "", instance_id="instance-2")
+    ctx.advance(1000)
+    leader, follower = (ctx.completions[p.token] for p in (first, second))
+    generation = leader.generation_id
+    assert leader.leader == leader.member_id and follower.generation_id == generation
+    synced = [sync(ctx, follower.member_id, generation),
+              sync(ctx, leader.member_id, generation, [(leader.member_id, b"a1"), (follower.member_id, b"a2")])]
+    ctx.flush()
+    assert [ctx.completions[s.token].assignment for s in synced] == [b"a2", b"a1"]
+
+    other = [m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x03other")]
+    again = ctx.deliver(m.JoinGroupRequest(group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=5000,
+                                           member_id="", group_instance_id="instance-2",
+                                           protocol_type="consumer", protocols=other), 7, api_key=api.JOIN_GROUP)
+    assert isinstance(again, Respond)
+    new_id = again.response.member_id
+    assert (again.response.error_code, again.response.generation_id) == (0, generation) and new_id != follower.member_id
+    resynced = sync(ctx, new_id, generation)
+    ctx.flush()
+    answer = resynced.response if isinstance(resynced, Respond) else ctx.completions[resynced.token]
+    assert (answer.error_code, answer.assignment) == (0, b"a2")
+    assert heartbeat(ctx, leader.member_id, generation) == 0   # the leader was not asked to rejoin
+    assert heartbeat(ctx, follower.member_id, generation) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
 def test_commits_are_answered_once_durable_and_expire_with_the_group(ctx):
     R = m.OffsetCommitRequest
     commit = ctx.deliver(R(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
