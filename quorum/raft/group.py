@@ -468,6 +468,17 @@ class RaftGroup:
         if isinstance(self.role, Leader):
             self.role.unacknowledged.discard(voter)
 
+    def on_begin_epoch_unknown(self, voter: int, now_ms: int) -> None:
+        """The voter has not replayed this partition's creation yet: ask again after the retry
+        backoff, not a request timeout (meanwhile it would not fetch, and the time it took to
+        find us by its own election timeout could take it out of the ISR)."""
+        r = self.role
+        if isinstance(r, Leader) and voter in r.unacknowledged:
+            soon = now_ms + self.env.config.retry_backoff_ms
+            if r.resend_ms <= 0 or soon < r.resend_ms:
+                r.resend_ms = soon
+                self._arm(now_ms)
+
     def on_end_epoch_acked(self, voter: int) -> None:
         if isinstance(self.role, Resigned):
             self.role.unacknowledged.discard(voter)

@@ -356,6 +356,8 @@ class Replication:
                     continue
                 if p.error_code == 0 and p.leader_epoch == group.epoch:
                     (group.on_begin_epoch_acked if begin else group.on_end_epoch_acked)(voter)
+                elif begin and p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    group.on_begin_epoch_unknown(voter, now_ms)
 
     # -- leader side of follower fetches -----------------------------------------------------
     def on_follower_fetch_request(self, replica_id: int, request, version: int, now_ms: int) -> None:

@@ -54,6 +54,24 @@ def test_a_response_carrying_a_higher_epoch_makes_the_leader_step_down():
     ctx.assert_elected_leader(epoch + 3, 3)
 
 
+def test_a_voter_that_does_not_know_the_partition_yet_hears_begin_quorum_epoch_again_soon():
+    """Its answer UNKNOWN_TOPIC_OR_PARTITION (it has not replayed the topic's creation): the
+    leader asks again after the retry backoff, not after a request timeout. (On real processes
+    the voter otherwise found the leader by its own election timeout, ~2 s later, and dropped
+    out of the ISR meanwhile under a short replica_lag_time_max_ms.)"""
+    from kraftd.protocol.errors import ErrorCode
+    ctx, epoch = leader()
+    ctx.advance(ctx.raft.retry_backoff_ms)
+    for voter in (2, 3):
+        begins = ctx.sent(api.BEGIN_QUORUM_EPOCH, destination=voter)
+        assert begins
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if voter == 3 else 0
+        ctx.respond(begins[-1], ctx.epoch_response(m.BeginQuorumEpochResponse, epoch, leader_id=1, error=error))
+    ctx.clear_sent()
+    ctx.advance(ctx.raft.retry_backoff_ms)
+    assert ctx.sent(api.BEGIN_QUORUM_EPOCH, destination=3)
+
+
 def test_check_quorum_a_leader_no_majority_fetched_from_within_one_and_a_half_fetch_timeouts_resigns():
     ctx, epoch = leader()
     window = ctx.fetch_timeout_ms * 3 // 2
