@@ -167,13 +167,17 @@ class RaftGroup:
         return now_ms + base + self.env.rng.randrange(base + 1)
 
     def _backoff_deadline(self, now_ms: int) -> int:
-        """After a lost election: exponential backoff with jitter (Kafka's election backoff)."""
+        """After a lost election: exponential backoff with jitter (Kafka's election backoff).
+        Two followers of a dead leader that stood within a vote's round trip of each other
+        split the vote; the first of them to stand again wins, so the wait is the retry backoff
+        plus jitter much wider than a round trip (it used to start at half an election timeout,
+        which made such a failover ~0.5 s slower than it needs to be)."""
         if not self.may_stand:
             return -1
         self.election_retries += 1
         cap = self.env.config.election_backoff_max_ms
-        upper = min(cap, 200 * (1 << min(self.election_retries, 10)))  # wider than a vote's round trip
-        return now_ms + self.env.config.election_timeout_ms // 2 + self.env.rng.randrange(upper + 1)
+        upper = min(cap, 200 * (1 << min(self.election_retries, 10)))
+        return now_ms + self.env.config.retry_backoff_ms + self.env.rng.randrange(upper + 1)
 
     def become_unattached(self, epoch: int, now_ms: int, deadline_ms: int | None = None) -> None:
         s = self.state

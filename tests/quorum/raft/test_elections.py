@@ -163,3 +163,24 @@ def test_a_candidate_refused_by_one_voter_and_unable_to_reach_the_other_backs_of
     ctx.node.on_unreachable(3, ctx.now_ms)
     ctx.poll()
     assert ctx.role in ("Unattached", "Voted") and ctx.epoch == 5
+
+
+def test_after_a_split_vote_a_candidate_stands_again_within_the_retry_backoff_and_its_jitter():
+    """The first of the two split candidates to stand again wins: the wait is the retry backoff
+    plus jitter (capped by election_backoff_max_ms), not half an election timeout more."""
+    for seed in range(20):
+        ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_seed(seed).with_unknown_leader(4) \
+            .append_to_log(3, 5).build()
+        ctx.advance(2 * ctx.election_timeout_ms)
+        for s in ctx.assert_sent_vote_request(epoch=5, last_epoch=3, last_offset=5, pre_vote=True):
+            ctx.respond(s, ctx.vote_response(granted=True, epoch=4))
+        votes = ctx.assert_sent_vote_request(epoch=5, last_epoch=3, last_offset=5, pre_vote=False)
+        for s in votes:
+            ctx.respond(s, ctx.vote_response(granted=False, epoch=5))
+        ctx.poll()
+        assert ctx.role in ("Unattached", "Voted") and ctx.epoch == 5
+        ctx.clear_sent()
+        ctx.advance(ctx.raft.retry_backoff_ms - 1)
+        assert not ctx.sent(api.VOTE), f"seed {seed}: stood again before the retry backoff"
+        ctx.advance(ctx.raft.election_backoff_max_ms + 1)
+        ctx.assert_sent_vote_request(epoch=6, last_epoch=3, last_offset=5, pre_vote=True)
