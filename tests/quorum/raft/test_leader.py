@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
+from kraftd.protocol.errors import ErrorCode
 
 from .raft_context import RaftTestContext
 
@@ -59,7 +60,6 @@ def test_a_voter_that_does_not_know_the_partition_yet_hears_begin_quorum_epoch_a
     leader asks again after the retry backoff, not after a request timeout. (On real processes
     the voter otherwise found the leader by its own election timeout, ~2 s later, and dropped
     out of the ISR meanwhile under a short replica_lag_time_max_ms.)"""
-    from kraftd.protocol.errors import ErrorCode
     ctx, epoch = leader()
     ctx.advance(ctx.raft.retry_backoff_ms)
     for voter in (2, 3):
