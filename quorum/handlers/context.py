@@ -60,10 +60,26 @@ def missing_partition_error(ctx: HandlerContext, topic: str, index: int) -> Erro
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def find_partition(ctx: HandlerContext, topic: str, index: int, current_leader_epoch: int = -1):
-    """(partition or None, error): unknown partition, else the KIP-320 epoch check — which comes
-    before any other per-partition check."""
+def leadership_error(partition, current_leader_epoch: int = -1) -> ErrorCode:
+    """The one check every client-facing partition API makes before it reads or changes a
+    partition (Kafka's Partition.getLocalLog with requireLeader): the KIP-320 epoch check first,
+    then leadership. A follower's answer would be stale (ListOffsets, OffsetForLeaderEpoch: a
+    consumer validating against it would see a truncation that never happened) or wrong (a
+    DeleteRecords or Produce the leader never made)."""
+    epoch_error = leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+    if epoch_error:
+        return epoch_error
+    return ErrorCode.NONE if partition.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def find_partition(ctx: HandlerContext, topic: str, index: int, current_leader_epoch: int = -1, *,
+                   require_leader: bool = True):
+    """(partition or None, error): unknown partition, else `leadership_error` (or only the epoch
+    check where a follower may answer: ListOffsets from a debugging consumer, replica id -2).
+    The partition comes back with its error too, so an answer can say who leads."""
     partition = ctx.topics.partition(topic, index)
     if partition is None:
         return None, missing_partition_error(ctx, topic, index)
-    return partition, leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+    if not require_leader:
+        return partition, leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+    return partition, leadership_error(partition, current_leader_epoch)

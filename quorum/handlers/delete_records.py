@@ -1,11 +1,12 @@
-"""DeleteRecords: advance the log start offset (never past the high watermark)."""
+"""DeleteRecords: advance the log start offset (never past the high watermark), on the leader
+only; followers follow the leader's log start from its Fetch answers."""
 from __future__ import annotations
 
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import DeleteRecordsResponse
 
 from ..outcomes import Respond
-from .context import missing_partition_error
+from .context import find_partition
 
 TopicOut = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionOut = DeleteRecordsResponse.DeleteRecordsPartitionResult
@@ -19,10 +20,9 @@ def handle(ctx, header, request, now_ms, peer):
 
 
 def _delete(ctx, topic: str, wanted):
-    partition = ctx.topics.partition(topic, wanted.partition_index)
-    if partition is None:
-        return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1,
-                            error_code=missing_partition_error(ctx, topic, wanted.partition_index))
+    partition, error = find_partition(ctx, topic, wanted.partition_index)
+    if error:
+        return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1, error_code=error)
     if partition.config.is_snapshot_policy:
         # KIP-630 topics move their log start only behind snapshots.
         return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import FetchResponse
 
-from .context import leader_epoch_error
+from .context import leadership_error
 
 PartitionData = FetchResponse.PartitionData
 EMPTY = b""
@@ -63,11 +63,10 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
     partition = fetch.partition
     if fetch.resolve_error:
         return _error(fetch, fetch.resolve_error), 0, True
-    epoch_error = leader_epoch_error(fetch.current_leader_epoch, partition.leader_epoch)
-    if epoch_error or not partition.is_leader:
+    code = leadership_error(partition, fetch.current_leader_epoch)
+    if code:
         # Error answers say who leads (KIP-595), so the fetcher can go there at once.
         leader = FetchResponse.LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
-        code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
         return _error(fetch, code, current_leader=leader), 0, True
     if fetch.fetch_offset < 0:
         return _error(fetch, ErrorCode.INVALID_REQUEST), 0, True

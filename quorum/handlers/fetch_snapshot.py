@@ -40,19 +40,12 @@ def _lookup(ctx, topic: str, p, replica_id: int, now_ms: int):
     out = PartitionOut(index=p.partition, error_code=0, snapshot_id=FetchSnapshotResponse.SnapshotId(
         end_offset=sid.end_offset, epoch=sid.epoch), size=-1, position=p.position, unaligned_records=b"")
     partition, error = find_partition(ctx, topic, p.partition, p.current_leader_epoch)
-    if error and partition is None:
-        out.error_code = error
-        return out, None
     if error:
         out.error_code = error
-        out.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=ctx.node_id,
-                                                                   leader_epoch=partition.leader_epoch)
-        return out, None
-    if partition.leader_id != ctx.node_id:
-        # Error responses say who leads (KIP-595), so the fetcher can go there at once.
-        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        out.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
-                                                                   leader_epoch=partition.leader_epoch)
+        if partition is not None:
+            # Error responses say who leads (KIP-595), so the fetcher can go there at once.
+            out.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
+                                                                       leader_epoch=partition.leader_epoch)
         return out, None
     if ctx.replication is not None and replica_id >= 0:
         partition.raft.note_contact(replica_id, now_ms)  # check-quorum: a download is contact too

@@ -1,4 +1,7 @@
-"""ListOffsets (v1–9): latest/earliest/max-timestamp/by-time, with leader epochs (v4+)."""
+"""ListOffsets (v1–9): latest/earliest/max-timestamp/by-time, with leader epochs (v4+).
+
+Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), except a debugging consumer's request
+(replica id -2), which any replica answers from its own log, up to its log end, as on Kafka."""
 from __future__ import annotations
 
 from kraftd.protocol.errors import ErrorCode
@@ -10,6 +13,7 @@ from .context import find_partition
 TopicOut = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionOut = ListOffsetsResponse.ListOffsetsPartitionResponse
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 
 
 def handle(ctx, header, request, now_ms, peer):
@@ -23,25 +27,29 @@ def handle(ctx, header, request, now_ms, peer):
                 partitions.append(_error(wanted, ErrorCode.INVALID_REQUEST))
                 continue
             seen.add(key)
-            partitions.append(_list_one(ctx, topic.name, wanted))
+            partitions.append(_list_one(ctx, topic.name, wanted, request.replica_id))
         topics.append(TopicOut(name=topic.name, partitions=partitions))
     return Respond(ListOffsetsResponse(throttle_time_ms=0, topics=topics))
 
 
-def _list_one(ctx, topic: str, wanted):
-    partition, error = find_partition(ctx, topic, wanted.partition_index, wanted.current_leader_epoch)
+def _list_one(ctx, topic: str, wanted, replica_id: int):
+    partition, error = find_partition(ctx, topic, wanted.partition_index, wanted.current_leader_epoch,
+                                      require_leader=replica_id != DEBUGGING_REPLICA_ID)
     if error:
         return _error(wanted, error)
     log = partition.log
+    # Consumers never learn of offsets at or past the high watermark; others see the whole log
+    # (Kafka's isolation level None for non-consumer requests).
+    upper = partition.high_watermark if replica_id == CONSUMER_REPLICA_ID else log.log_end_offset
     ts = wanted.timestamp
     if ts == LATEST:
-        found = (partition.high_watermark, -1, partition.leader_epoch)
+        found = (upper, -1, partition.leader_epoch)
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         start = log.log_start_offset
         found = (start, -1, _epoch_at(log, start))
     elif ts == MAX_TIMESTAMP:
         found = log.max_timestamp_entry()
-        if found is not None and found[0] >= partition.high_watermark:
+        if found is not None and found[0] >= upper:
             found = None
     elif ts == EARLIEST_PENDING_UPLOAD:
         found = None  # no tiered storage: nothing is pending upload
@@ -49,8 +57,7 @@ def _list_one(ctx, topic: str, wanted):
         return _error(wanted, ErrorCode.INVALID_REQUEST)
     else:
         found = log.offset_for_timestamp(ts)
-        # Consumers never learn of offsets at or past the high watermark.
-        if found is not None and found[0] >= partition.high_watermark:
+        if found is not None and found[0] >= upper:
             found = None
     if found is None:
         return PartitionOut(partition_index=wanted.partition_index, error_code=0, timestamp=-1, offset=-1,

@@ -8,7 +8,7 @@ from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..outcomes import NoResponse, Park, Respond
 from ..topics import TopicError
-from .context import missing_partition_error
+from .context import leadership_error, missing_partition_error
 
 TopicOut = ProduceResponse.TopicProduceResponse
 PartitionOut = ProduceResponse.PartitionProduceResponse
@@ -28,7 +28,8 @@ def handle(ctx, header, request, now_ms, peer):
             if partition is not None:
                 waiting.append((partition, end_offset, out))
         topics_out.append(TopicOut(name=topic_data.name, partition_responses=partitions_out))
-    response = ProduceResponse(responses=topics_out, throttle_time_ms=0)
+    response = ProduceResponse(responses=topics_out, throttle_time_ms=0,
+                               node_endpoints=_leader_hints(ctx, topics_out))
     if request.acks == 0:
         return NoResponse()
     if _waits_for_fsync(ctx.config.fsync_policy, request.acks) or request.acks == -1:
@@ -42,6 +43,26 @@ def handle(ctx, header, request, now_ms, peer):
             return Park(ctx.purgatory.park(DelayedProduce(response, pending, deadline, now_ms,
                                                           ctx.commit_latencies)))
     return Respond(response)
+
+
+def _leader_hints(ctx, topics_out) -> list:
+    """KIP-951 (v10+): the endpoints of the leaders named in CurrentLeader. A leader whose
+    address this node does not know is not named at all (clients trust a hint only with its
+    endpoint), so the producer falls back to a metadata refresh."""
+    brokers = ctx.plane.image.brokers if ctx.plane is not None else {}
+    named = {}
+    for topic in topics_out:
+        for out in topic.partition_responses:
+            leader_id = out.current_leader.leader_id
+            if leader_id < 0:
+                continue
+            broker = brokers.get(leader_id)
+            if broker is None:
+                out.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
+            else:
+                named[broker.node_id] = ProduceResponse.NodeEndpoint(node_id=broker.node_id, host=broker.host,
+                                                                     port=broker.port, rack=broker.rack)
+    return list(named.values())
 
 
 def _waits_for_fsync(policy: str, acks: int) -> bool:
@@ -59,8 +80,13 @@ def _append(ctx, topic: str, data, now_ms: int):
         partition = ctx.topics.partition(topic, data.index)
     if partition is None:
         return _error(data.index, missing_partition_error(ctx, topic, data.index)), None, 0
-    if not partition.is_leader:
-        return _error(data.index, ErrorCode.NOT_LEADER_OR_FOLLOWER), None, 0
+    code = leadership_error(partition)
+    if code:
+        out = _error(data.index, code)
+        # KIP-951 (v10+): say who leads, so the producer need not wait for a metadata refresh.
+        out.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
+                                                              leader_epoch=partition.leader_epoch)
+        return out, None, 0
     if data.records is None or len(data.records) == 0:
         return _error(data.index, ErrorCode.INVALID_RECORD, "No record batch in the request."), None, 0
     try:
