@@ -1,6 +1,8 @@
 """`kraftd quorum describe` against a real single-node server, compared with a raw DescribeQuorum;
 the description's arithmetic (lag, MaxFollowerLagTimeMs) on a hand-made three-voter answer; and
-the walk over bootstrap servers until the leader answers."""
+(no network) the way to the leader: Metadata from any bootstrap server names it and its
+advertised address, NOT_LEADER_OR_FOLLOWER answers are followed a few hops, and an unknown or
+unreachable leader is a clear error."""
 import json
 import re
 import socket
@@ -145,22 +147,122 @@ def test_lag_and_lag_time_of_a_three_voter_answer():
     assert caught_up.max_follower_lag == 10 and caught_up.max_follower_lag_time_ms == 6_000
 
 
-def test_every_bootstrap_server_is_asked_until_the_leader_answers(monkeypatch):
+class _FakeCluster:
+    """No network: `_metadata_at` answers from `routes` (or raises), `_describe_at` from `answers`
+    (or raises); every call is recorded in `calls`."""
+
+    def __init__(self, monkeypatch, routes: dict, answers: dict) -> None:
+        from kraftd.commands import quorum
+
+        self.routes, self.answers, self.calls = routes, answers, []
+
+        def answer(table, kind, server):
+            self.calls.append((kind, server))
+            out = table[server]
+            if isinstance(out, list):  # successive answers
+                out = out.pop(0) if len(out) > 1 else out[0]
+            if isinstance(out, Exception):
+                raise out
+            return out
+
+        monkeypatch.setattr(quorum, "_metadata_at",
+                            lambda server, topic, partition, timeout: answer(self.routes, "metadata", server))
+        monkeypatch.setattr(quorum, "_describe_at",
+                            lambda server, topic, partition, timeout, cluster_id=None:
+                            answer(self.answers, "describe", server))
+
+
+BROKERS = {1: "n1:9", 2: "n2:9", 3: "n3:9"}  # advertised addresses, unlike the bootstrap addresses
+REFUSED = ConnectionRefusedError(111, "Connection refused")
+
+
+def _not_leader(server: str, leader_id: int, epoch: int):
+    from kraftd.commands import quorum
+    return quorum._Refusal(server, "NOT_LEADER_OR_FOLLOWER", leader_id, epoch)
+
+
+def test_the_leader_metadata_names_is_asked_at_its_advertised_address(monkeypatch):
+    """The first bootstrap server that answers Metadata names the leader; the leader is asked at
+    the address the broker list advertises, not at a bootstrap address; a NOT_LEADER_OR_FOLLOWER
+    answer (the leadership moved meanwhile) is followed to the leader it names."""
     from kraftd.commands import quorum
 
     leader = quorum.QuorumDescription("cid", "t", 0, 3, 5, 10, (), ())
-    answers = {"a:1": quorum._Refusal("a:1", "NOT_LEADER_OR_FOLLOWER", -1, -1),
-               "b:2": quorum._Refusal("b:2", "NOT_LEADER_OR_FOLLOWER", 3, 5),
-               "c:3": ConnectionRefusedError(111, "Connection refused"), "d:4": leader}
+    fake = _FakeCluster(monkeypatch, routes={"a:1": REFUSED, "b:2": quorum._Route("b:2", "cid", BROKERS, 2)},
+                        answers={"n2:9": _not_leader("n2:9", 3, 5), "n3:9": leader})
+    assert quorum.describe("a:1,b:2,c:3", "t", 0) is leader
+    assert fake.calls == [("metadata", "a:1"), ("metadata", "b:2"), ("describe", "n2:9"), ("describe", "n3:9")]
 
-    def fake(server, topic, partition, timeout):
-        if isinstance(answers[server], Exception):
-            raise answers[server]
-        return answers[server]
+    # The leader named first answers at once: one Metadata, one DescribeQuorum.
+    fake = _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", BROKERS, 3)},
+                        answers={"n3:9": leader})
+    assert quorum.describe("b:2", "t", 0) is leader
+    assert fake.calls == [("metadata", "b:2"), ("describe", "n3:9")]
 
-    monkeypatch.setattr(quorum, "_describe_at", fake)
-    assert quorum.describe("a:1,b:2,c:3,d:4", "t", 0) is leader
+    # A leader that registered after the Metadata was answered: the same server is asked again.
+    fake = _FakeCluster(monkeypatch, routes={"b:2": [quorum._Route("b:2", "cid", {2: "n2:9"}, 3),
+                                                     quorum._Route("b:2", "cid", BROKERS, 3)]},
+                        answers={"n3:9": leader})
+    assert quorum.describe("b:2", "t", 0) is leader
+    assert fake.calls == [("metadata", "b:2"), ("metadata", "b:2"), ("describe", "n3:9")]
+
+
+def test_a_leadership_that_keeps_moving_is_followed_a_few_hops_only(monkeypatch):
+    from kraftd.commands import quorum
+
+    fake = _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", BROKERS, 2)},
+                        answers={"n2:9": _not_leader("n2:9", 3, 6), "n3:9": _not_leader("n3:9", 2, 6)})
     with pytest.raises(quorum.DescribeError) as e:
-        quorum.describe("a:1,b:2,c:3", "t", 0)
-    assert str(e.value).startswith("NOT_LEADER_OR_FOLLOWER") and "leader is node 3 at epoch 5" in str(e.value)
-    assert "cannot connect to c:3: Connection refused" in str(e.value)
+        quorum.describe("b:2", "t", 0)
+    assert len([c for c in fake.calls if c[0] == "describe"]) == 1 + quorum.MAX_HOPS
+    assert str(e.value).startswith("NOT_LEADER_OR_FOLLOWER: the leadership of t:0 kept moving")
+    assert "node 2 at n2:9, then node 3 at n3:9" in str(e.value)
+
+
+def test_an_unknown_leader_is_a_clear_error(monkeypatch):
+    from kraftd.commands import quorum
+
+    # Metadata knows no leader (an election under way): nobody is asked DescribeQuorum.
+    fake = _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", BROKERS, -1)}, answers={})
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("b:2", "t", 0)
+    assert str(e.value).startswith("LEADER_NOT_AVAILABLE: no leader of t:0 is known")
+    assert "b:2's Metadata" in str(e.value) and fake.calls == [("metadata", "b:2")]
+
+    # The leader answers that it no longer leads, and knows no leader yet.
+    _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", BROKERS, 2)},
+                 answers={"n2:9": _not_leader("n2:9", -1, 7)})
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("b:2", "t", 0)
+    assert "no leader of t:0 is known" in str(e.value)
+    assert "node 2's NOT_LEADER_OR_FOLLOWER answer, at epoch 7" in str(e.value)
+
+    # A leader whose address no broker list has, even when asked again.
+    fake = _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", {2: "n2:9"}, 3)}, answers={})
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("b:2", "t", 0)
+    assert "the leader of t:0, node 3" in str(e.value) and "its address is unknown" in str(e.value)
+    assert fake.calls == [("metadata", "b:2"), ("metadata", "b:2")]
+
+    # An unknown partition.
+    _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", BROKERS, -1,
+                                                           "UNKNOWN_TOPIC_OR_PARTITION")}, answers={})
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("b:2", "t", 0)
+    assert str(e.value) == "UNKNOWN_TOPIC_OR_PARTITION: b:2 knows no partition t:0"
+
+
+def test_an_unreachable_leader_is_an_error_naming_the_address_tried(monkeypatch):
+    from kraftd.commands import quorum
+
+    _FakeCluster(monkeypatch, routes={"b:2": quorum._Route("b:2", "cid", BROKERS, 2)}, answers={"n2:9": REFUSED})
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("b:2", "t", 0)
+    assert "t:0: cannot connect to the leader, node 2, at n2:9: Connection refused" in str(e.value)
+    assert "b:2's Metadata" in str(e.value)
+
+    # No bootstrap server answers at all: each one is named.
+    _FakeCluster(monkeypatch, routes={"a:1": REFUSED, "b:2": TimeoutError("timed out")}, answers={})
+    with pytest.raises(quorum.DescribeError) as e:
+        quorum.describe("a:1,b:2", "t", 0)
+    assert str(e.value) == "cannot connect to a:1: Connection refused; b:2: timed out"

@@ -4,9 +4,15 @@ Kafka's `kafka-metadata-quorum describe --status` / `--replication`, over Descri
     kraftd quorum describe --bootstrap-server HOST:PORT[,HOST:PORT…] [--partition TOPIC:P]
                            [--status | --replication] [--json]
 
-Only the leader answers DescribeQuorum, so every bootstrap server is tried in turn until one
-that leads the partition answers. The default partition is the metadata quorum's,
-`__cluster_metadata:0`.
+Any node will do as a bootstrap server, as with `kafka-metadata-quorum`. Only the leader answers
+DescribeQuorum, so the command asks the first bootstrap server that answers for Metadata, which
+names the leader (for `__cluster_metadata:0` its ControllerId; for a topic partition the leader in
+that topic's partition metadata) and the address the leader advertises (in the broker list), and
+asks the leader there; through a TCP proxy or NAT, that advertised address must be reachable
+from here. If the leadership moved meanwhile (NOT_LEADER_OR_FOLLOWER), the leader that answer
+names is asked, for at most a few hops. It fails, naming what it tried, when no bootstrap server answers, when the
+partition is unknown, when no leader is known, and when the leader cannot be reached at its
+advertised address. The default partition is the metadata quorum's, `__cluster_metadata:0`.
 """
 from __future__ import annotations
 
@@ -140,6 +146,9 @@ def to_json(d: QuorumDescription) -> dict:
 
 
 # -- asking the servers ------------------------------------------------------------------------
+MAX_HOPS = 3  # NOT_LEADER_OR_FOLLOWER answers followed to the leader they name, after the first ask
+
+
 class DescribeError(Exception):
     """Why no server described the quorum; str() is the message for the user."""
 
@@ -153,42 +162,137 @@ class _Refusal:
     leader_epoch: int
 
 
+@dataclass(frozen=True)
+class _Route:
+    """Where one bootstrap server's Metadata says to ask."""
+    server: str  # the bootstrap server that answered
+    cluster_id: str | None
+    brokers: dict[int, str]  # node id -> its advertised "host:port"
+    leader_id: int  # -1: no leader known
+    error: str | None = None  # a Kafka error name: the topic or partition is unknown, ...
+
+
 def describe(bootstrap: str, topic: str, partition: int, *, timeout: float = 30.0) -> QuorumDescription:
-    """Ask each bootstrap server in turn; the first that leads the partition answers."""
+    """Ask the leader of the partition, found through any bootstrap server's Metadata.
+
+    The first bootstrap server that answers Metadata names the leader (the metadata partition's
+    is Metadata's ControllerId; a topic partition's is in that topic's partition metadata) and
+    its advertised address (the broker list). The leader is asked DescribeQuorum; if it no longer
+    leads, the leader its NOT_LEADER_OR_FOLLOWER answer names is asked, at most MAX_HOPS times."""
     from kraftd.protocol.errors import KafkaProtocolError
 
     servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
     if not servers:
         raise DescribeError("no bootstrap server given")
-    refusals: list[_Refusal] = []
+    where = f"{topic}:{partition}"
+    route = _route(servers, topic, partition, timeout)
+    if route.error == "UNKNOWN_TOPIC_OR_PARTITION":
+        raise DescribeError(f"UNKNOWN_TOPIC_OR_PARTITION: {route.server} knows no partition {where}")
+    if route.error is not None:
+        raise DescribeError(f"{route.error} from {route.server} for {where}")
+    leader_id, source = route.leader_id, f"{route.server}'s Metadata"
+    asked: list[str] = []
+    for _ in range(1 + MAX_HOPS):
+        if leader_id < 0:
+            raise DescribeError(f"LEADER_NOT_AVAILABLE: no leader of {where} is known (according to {source}); "
+                                "an election may be under way: try again")
+        address = route.brokers.get(leader_id)
+        if address is None:  # perhaps registered since that Metadata was answered: ask again
+            route = _fresh_route(route, topic, partition, timeout)
+            address = route.brokers.get(leader_id)
+        if address is None:
+            raise DescribeError(f"the leader of {where}, node {leader_id} (according to {source}), is not among "
+                                f"the brokers {route.server}'s Metadata lists: its address is unknown")
+        try:
+            answer = _describe_at(address, topic, partition, timeout, route.cluster_id)
+        except OSError as e:  # refused, timed out, reset, closed by the server
+            raise DescribeError(f"{where}: cannot connect to the leader, node {leader_id}, at {address}: "
+                                f"{e.strerror or e} (its advertised address; the leader according to {source})"
+                                ) from None
+        except KafkaProtocolError as e:
+            raise DescribeError(f"{address} sent a response that does not decode: {e}") from None
+        if isinstance(answer, QuorumDescription):
+            return answer
+        asked.append(f"node {leader_id} at {address}")
+        if answer.error != "NOT_LEADER_OR_FOLLOWER":
+            raise DescribeError(f"{answer.error}: node {leader_id} at {address} has no partition {where}")
+        # Leadership moved since the Metadata was answered: the leader this node knows.
+        source = f"node {leader_id}'s NOT_LEADER_OR_FOLLOWER answer, at epoch {answer.leader_epoch}"
+        leader_id = answer.leader_id if answer.leader_id != leader_id else -1  # (itself: not settled yet)
+    raise DescribeError(f"NOT_LEADER_OR_FOLLOWER: the leadership of {where} kept moving: asked "
+                        + ", then ".join(asked) + "; try again")
+
+
+def _route(servers: list[str], topic: str, partition: int, timeout: float) -> _Route:
+    """Metadata from the first bootstrap server that answers."""
+    from kraftd.protocol.errors import KafkaProtocolError
+
     unreachable: list[str] = []
     for server in servers:
         try:
-            answer = _describe_at(server, topic, partition, timeout)
-        except OSError as e:  # refused, timed out, reset, closed by the server
+            return _metadata_at(server, topic, partition, timeout)
+        except OSError as e:
             unreachable.append(f"{server}: {e.strerror or e}")
-            continue
         except KafkaProtocolError as e:
             raise DescribeError(f"{server} sent a response that does not decode: {e}") from None
-        if isinstance(answer, QuorumDescription):
-            return answer
-        refusals.append(answer)
-    unreachable_note = ("; cannot connect to " + "; ".join(unreachable)) if unreachable else ""
-    not_leader = [r for r in refusals if r.error == "NOT_LEADER_OR_FOLLOWER"]
-    if not_leader:
-        # The newest word on who leads: a known leader, at the highest epoch.
-        r = max(not_leader, key=lambda r: (r.leader_id >= 0, r.leader_epoch))
-        leader = (f"the leader is node {r.leader_id} at epoch {r.leader_epoch}" if r.leader_id >= 0
-                  else "no leader is known")
-        raise DescribeError(f"NOT_LEADER_OR_FOLLOWER: no bootstrap server leads {topic}:{partition} "
-                            f"({leader}); list the leader in --bootstrap-server{unreachable_note}")
-    if refusals:
-        raise DescribeError(f"{refusals[0].error}: {refusals[0].server} has no partition {topic}:{partition}"
-                            + unreachable_note)
     raise DescribeError("cannot connect to " + "; ".join(unreachable))
 
 
-def _describe_at(server: str, topic: str, partition: int, timeout: float):
+def _fresh_route(route: _Route, topic: str, partition: int, timeout: float) -> _Route:
+    """The same server's Metadata again (it may list a broker that registered since); the old
+    route if that fails."""
+    from kraftd.protocol.errors import KafkaProtocolError
+
+    try:
+        return _metadata_at(route.server, topic, partition, timeout)
+    except (OSError, KafkaProtocolError, DescribeError):
+        return route
+
+
+def _error_name(code: int) -> str:
+    from kraftd.protocol.errors import ErrorCode
+
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def _metadata_at(server: str, topic: str, partition: int, timeout: float) -> _Route:
+    """One server's Metadata: the brokers' advertised addresses and the partition's leader.
+    Raises OSError when the server cannot be reached."""
+    from kraftd.client import WireClient
+    from kraftd.protocol import api
+    from kraftd.protocol import messages as m
+    from kraftd.protocol.errors import ErrorCode
+
+    client = WireClient(server, client_id="kraftd-quorum-describe", timeout=timeout)
+    try:
+        offered = {k.api_key: k.max_version for k in client.request(api.API_VERSIONS, 0,
+                                                                    m.ApiVersionsRequest()).api_keys}
+        if offered.get(api.METADATA, -1) < 1:  # v1 is the first that names the controller
+            raise DescribeError(f"{server} does not serve Metadata v1 or later (api key {api.METADATA})")
+        version = min(offered[api.METADATA], api.API_BY_KEY[api.METADATA].max_version)
+        metadata = (topic, partition) == METADATA_PARTITION
+        response = client.request(api.METADATA, version, m.MetadataRequest(
+            topics=[] if metadata else [m.MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    finally:
+        client.close()
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+    cluster_id = getattr(response, "cluster_id", None)
+    if metadata:
+        return _Route(server, cluster_id, brokers, response.controller_id)
+    found = [t for t in response.topics if t.name == topic]
+    if found and found[0].error_code:
+        return _Route(server, cluster_id, brokers, -1, _error_name(found[0].error_code))
+    parts = [p for t in found for p in t.partitions if p.partition_index == partition]
+    if not parts:
+        return _Route(server, cluster_id, brokers, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name)
+    return _Route(server, cluster_id, brokers, parts[0].leader_id)
+
+
+def _describe_at(server: str, topic: str, partition: int, timeout: float, cluster_id: str | None = None):
     """QuorumDescription, or a _Refusal (not the leader / unknown partition). Raises DescribeError
     for any other error code, OSError when the server cannot be reached."""
     from kraftd.client import WireClient
@@ -196,23 +300,12 @@ def _describe_at(server: str, topic: str, partition: int, timeout: float):
     from kraftd.protocol import messages as m
     from kraftd.protocol.errors import ErrorCode
 
-    def error_name(code: int) -> str:
-        try:
-            return ErrorCode(code).name
-        except ValueError:
-            return f"error code {code}"
-
     client = WireClient(server, client_id="kraftd-quorum-describe", timeout=timeout)
     try:
         offered = client.request(api.API_VERSIONS, 0, m.ApiVersionsRequest()).api_keys
         versions = {k.api_key: k.max_version for k in offered}
         if api.DESCRIBE_QUORUM not in versions:
             raise DescribeError(f"{server} does not serve DescribeQuorum (api key {api.DESCRIBE_QUORUM})")
-        cluster_id = None
-        if versions.get(api.METADATA, -1) >= 2:  # the first version that carries the cluster id
-            version = min(versions[api.METADATA], api.API_BY_KEY[api.METADATA].max_version)
-            cluster_id = client.request(api.METADATA, version, m.MetadataRequest(
-                topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False)).cluster_id
         version = min(versions[api.DESCRIBE_QUORUM], api.API_BY_KEY[api.DESCRIBE_QUORUM].max_version)
         response = client.request(api.DESCRIBE_QUORUM, version, m.DescribeQuorumRequest(topics=[
             m.DescribeQuorumRequest.TopicData(topic_name=topic, partitions=[
@@ -221,7 +314,7 @@ def _describe_at(server: str, topic: str, partition: int, timeout: float):
         client.close()
     if response.error_code:
         message = getattr(response, "error_message", None)
-        raise DescribeError(f"{error_name(response.error_code)} from {server}" + (f": {message}" if message else ""))
+        raise DescribeError(f"{_error_name(response.error_code)} from {server}" + (f": {message}" if message else ""))
     found = [p for t in response.topics if t.topic_name == topic for p in t.partitions
              if p.partition_index == partition]
     if not found:
@@ -231,7 +324,7 @@ def _describe_at(server: str, topic: str, partition: int, timeout: float):
         return _Refusal(server, ErrorCode(p.error_code).name, p.leader_id, p.leader_epoch)
     if p.error_code:
         message = getattr(p, "error_message", None)
-        raise DescribeError(f"{error_name(p.error_code)} from {server} for {topic}:{partition}"
+        raise DescribeError(f"{_error_name(p.error_code)} from {server} for {topic}:{partition}"
                             + (f": {message}" if message else ""))
     return description_from(p, topic, cluster_id)
 
