@@ -1,6 +1,9 @@
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# What the build reads: pyproject.toml (its package-dir maps each folder below to kraftd.*),
+# setup.py (lists every subpackage under them) and each mapped folder. tests/test_packaging.py
+# checks these COPY lines against pyproject.toml and tests the wheel built from the same inputs.
+COPY pyproject.toml setup.py README.md ./
 COPY kraftd kraftd
 COPY protocol protocol
 COPY schemas schemas
@@ -8,6 +11,7 @@ COPY storage storage
 COPY quorum quorum
 COPY server server
 COPY config config
+COPY pipeline pipeline
 RUN pip install --no-cache-dir .
 VOLUME /data
 EXPOSE 9092 9464
