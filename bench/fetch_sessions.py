@@ -390,10 +390,11 @@ def _memory_on_fresh_node(partitions: int, version: int, keep_response: bool) ->
     from kraftd.protocol.framing import decode_request, encode_request, frame_bytes
     from kraftd.quorum.node import Node
     from kraftd.quorum.node_config import NodeConfig
+    from kraftd.quorum.peer import Peer
 
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     data_dir = tempfile.mkdtemp(prefix="kraftd-bench-sessmem-", dir=base)
-    peer = "127.0.0.1:40000"
+    peer = Peer("127.0.0.1:40000")
     try:
         now = int(time.time() * 1000)
         node = Node.open(NodeConfig(data_dir=data_dir, fsync_policy="never"), now)

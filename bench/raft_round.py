@@ -136,6 +136,7 @@ class Cluster:
 
     def _run(self) -> None:
         from kraftd.quorum.outcomes import Park, Respond
+        from kraftd.quorum.peer import Peer
 
         while self.queue:
             src, dst, is_request, key, ver, corr, body = self.queue.pop(0)
@@ -143,7 +144,7 @@ class Cluster:
             if is_request:
                 header = self.m.RequestHeader(request_api_key=key, request_api_version=ver, correlation_id=corr,
                                               client_id=f"node-{src}")
-                outcome = node.handle(header, body, self.now, f"node-{src}:1")
+                outcome = node.handle(header, body, self.now, Peer(f"node-{src}:1", src))
                 if isinstance(outcome, Respond):
                     self.queue.append((dst, src, False, key, ver, corr, outcome.response))
                 elif isinstance(outcome, Park):
@@ -156,6 +157,7 @@ class Cluster:
     def produce(self, rng: random.Random) -> list[int]:
         """acks=1 (untimed): one record to each of CHANGED random partitions, then the leader's flush."""
         from kraftd.protocol.records import build_batch
+        from kraftd.quorum.peer import Peer
         m = self.m
         changed = sorted(rng.sample(range(self.partitions), CHANGED))
         value = b"v" * VALUE_SIZE
@@ -166,7 +168,7 @@ class Cluster:
         header = m.RequestHeader(request_api_key=0, request_api_version=PRODUCE_VERSION,
                                  correlation_id=self.correlation, client_id="producer")
         leader = self.nodes[1]
-        outcome = leader.handle(header, request, self.now, "producer:1")
+        outcome = leader.handle(header, request, self.now, Peer("producer:1"))
         assert outcome.response.responses[0].partition_responses[0].error_code == 0
         for key, log in leader.logs_to_flush():
             leader.on_flushed(key, log.flush(), self.now)

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import TomlConfigSettingsSource
 
@@ -22,6 +22,7 @@ DAY_MS = 24 * 3600 * 1000
 SHELL_ONLY = frozenset({
     "listen", "metrics_listen", "log_format", "log_level",
     "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes", "fsync_aio",
+    "cluster_secret", "cluster_secret_file",
 })
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
@@ -122,6 +123,11 @@ class Settings(BaseSettings):
     # Cluster membership: "1@host:port,2@host:port,..." (Kafka's controller.quorum.voters).
     # Unset: a one-node cluster. The addresses are where *this* node reaches each voter.
     voters: str | None = None
+    # What nodes prove to each other (SCRAM-SHA-512 as User:kraftd-node-<id>, credentials derived
+    # from it): required once --voters names another node. The same value on every node; a
+    # file's contents are stripped of surrounding whitespace.
+    cluster_secret: SecretStr | None = None
+    cluster_secret_file: str | None = None
     # This (empty) data dir replaces a voter's lost one: its groups with a history vote only once
     # caught up (README, "Replacing a lost disk"). Like etcd's --initial-cluster-state=existing.
     rejoin: bool = False
@@ -159,6 +165,26 @@ class Settings(BaseSettings):
         if v is not None:
             parse_host_port(v, allow_port_zero=False)
         return v
+
+    @model_validator(mode="after")
+    def _secret_for_a_cluster(self) -> "Settings":
+        if self.cluster_secret is not None and self.cluster_secret_file is not None:
+            raise ValueError("set cluster_secret or cluster_secret_file, not both")
+        if self.cluster_secret_file is not None:
+            try:
+                secret = Path(self.cluster_secret_file).read_text().strip()
+            except OSError as e:
+                raise ValueError(f"cluster_secret_file {self.cluster_secret_file}: {e.strerror or e}") from None
+            if not secret:
+                raise ValueError(f"cluster_secret_file {self.cluster_secret_file} is empty")
+            self.cluster_secret, self.cluster_secret_file = SecretStr(secret), None
+        if self.cluster_secret is not None and not self.cluster_secret.get_secret_value():
+            raise ValueError("cluster_secret is empty")
+        if self.voters and self.cluster_secret is None and set(parse_voters(self.voters)) != {self.node_id}:
+            raise ValueError("a cluster (voters names other nodes) needs cluster_secret (env KRAFTD_CLUSTER_SECRET) "
+                             "or cluster_secret_file: nodes prove who they are with it, so that no client can act "
+                             "as a node")
+        return self
 
     @model_validator(mode="after")
     def _distinct_ports(self) -> "Settings":

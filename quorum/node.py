@@ -19,9 +19,11 @@ from .fetch_sessions import FetchSessionCache
 from .fetch_sessions.contexts import partition_key_int
 from .handlers import HANDLERS
 from .handlers.context import LATENCY_SAMPLES_KEPT, HandlerContext
+from .node_claims import is_refused, refusal
 from .node_config import NodeConfig, VoterSetMismatch
-from .outcomes import Completion, Outcome
+from .outcomes import Completion, Outcome, Respond
 from .partition import Partition, PartitionKey
+from .peer import Peer
 from .producer_ids import ProducerIdAllocator
 from .purgatory import Purgatory
 from .raft.config import BugSwitches, RaftConfig
@@ -403,10 +405,12 @@ class Node:
 
     # -- driving the core ------------------------------------------------------------------
 
-    def handle(self, header, request, now_ms: int, peer: str) -> Outcome:
+    def handle(self, header, request, now_ms: int, peer: Peer) -> Outcome:
         self._now_ms = now_ms
-        handler = HANDLERS[header.request_api_key]
-        outcome = handler(self._ctx, header, request, now_ms, peer)
+        key = header.request_api_key
+        if is_refused(key, header.request_api_version, request, peer):
+            return Respond(refusal(key, header.request_api_version, request))  # changes nothing
+        outcome = HANDLERS[key](self._ctx, header, request, now_ms, peer)
         self._after_handling(now_ms)
         return outcome
 

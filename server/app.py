@@ -19,6 +19,7 @@ from .connection import KafkaConnection
 from .hw_checkpoints import HighWatermarkCheckpointer
 from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
+from .node_auth import NodeCredentials
 
 log = structlog.get_logger("kraftd.app")
 
@@ -79,9 +80,12 @@ class KraftdServer:
             aio = await loop.run_in_executor(None, AioFsync.open, s.data_dir)
             log.info("segment fsyncs through native AIO" if aio else
                      "native AIO fsync does not work here; fsyncs on the loop and in the fsync pool")
+        credentials = (NodeCredentials(s.cluster_secret.get_secret_value().encode())
+                       if s.cluster_secret is not None else None)
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics,
-                             fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio)
+                             fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio,
+                             node_credentials=credentials)
         self.broker.on_fatal = self.request_stop
         if s.voters:
             from kraftd.config.settings import parse_voters
@@ -90,7 +94,8 @@ class KraftdServer:
             broker = self.broker
             self.broker.peers = PeerLinks(s.node_id, parse_voters(s.voters), on_response=broker.on_peer_response,
                                           on_unreachable=broker.on_peer_unreachable,
-                                          resolve=lambda node_id: self.node.broker_address(node_id))
+                                          resolve=lambda node_id: self.node.broker_address(node_id),
+                                          credentials=credentials)
         self._metrics_http = MetricsHttpServer(
             self.metrics.registry, lambda: self._serving,
             post_routes={"/admin/snapshot": self.broker.snapshots.request})

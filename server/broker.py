@@ -13,10 +13,13 @@ from typing import Any
 import structlog
 
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
+from kraftd.quorum.peer import Peer
 
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
 from .log_flusher import LogFlusher
 from .metrics import ServerMetrics
+from .node_auth import NodeCredentials
+from .sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslServerSession
 from .snapshot_jobs import SnapshotJobRunner
 
 log = structlog.get_logger("kraftd.broker")
@@ -37,7 +40,7 @@ class Broker:
 
     def __init__(self, node: Any, *, fsync_policy: str, flush_interval_ms: int,
                  metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0,
-                 aio: Any = None) -> None:
+                 aio: Any = None, node_credentials: NodeCredentials | None = None) -> None:
         if codec is None:
             from kraftd.protocol import framing as codec
         self.node = node
@@ -66,6 +69,7 @@ class Broker:
         self._kicked = False
         self.on_fatal = lambda: None
         self._api_names: dict[int, str] = {}
+        self.node_credentials = node_credentials  # None: no cluster secret, no node can authenticate
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -126,8 +130,10 @@ class Broker:
                 return ResponseSlot(conn, api, parts)
             raise CloseConnection(f"unsupported api {key} v{version}")
         self.metrics.request_counter(api, version).inc()
+        if key == SASL_HANDSHAKE or key == SASL_AUTHENTICATE:
+            return self._sasl_step(conn, api, header, body)
         try:
-            outcome = self.node.handle(header, body, now_ms(), conn.peer)
+            outcome = self.node.handle(header, body, now_ms(), Peer(conn.peer, conn.node_id))
         except Exception:
             log.exception("request handler failed", api=api, version=version, peer=conn.peer)
             raise CloseConnection("handler error") from None
@@ -157,6 +163,19 @@ class Broker:
         if self._batch_parked:  # a parked request may have brought the next deadline closer
             self._batch_parked = False
             self._arm_timer()
+
+    def _sasl_step(self, conn: KafkaConnection, api: str, header, body) -> ResponseSlot:
+        """Connection-level: the node never sees SASL, only who the connection proved to be."""
+        if conn.sasl is None:
+            conn.sasl = SaslServerSession(self.node_credentials)
+        step = conn.sasl.handle(header.request_api_key, body)
+        if step.close_reason:
+            log.warning("node authentication refused", peer=conn.peer, reason=step.close_reason)
+            self.metrics.auth_failures.inc()
+            conn.close_after_answers("sasl failed")
+        elif conn.sasl.node_id is not None:
+            log.info("node authenticated", peer=conn.peer, node_id=conn.sasl.node_id)
+        return self._encoded_slot(conn, api, header, step.response)
 
     # -- responses -------------------------------------------------------------------------
     def _encoded_slot(self, conn, api: str, header, response) -> ResponseSlot:

@@ -65,7 +65,14 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._idle_handle: asyncio.TimerHandle | None = None
         self._last_active = 0.0
+        self._closing_reason = ""  # set: close once the answers owed so far are written
         self.peer = ""
+        self.sasl = None  # server.sasl.SaslServerSession, made by the dispatcher on first use
+
+    @property
+    def node_id(self) -> int | None:
+        """The node this connection authenticated as (SCRAM with the cluster secret), or None."""
+        return self.sasl.node_id if self.sasl is not None else None
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -199,6 +206,9 @@ class KafkaConnection(asyncio.Protocol):
         if metrics is not None:
             metrics.bytes_out.inc(nbytes)
         self._last_active = self._loop.time()
+        if self._closing_reason and not pending:
+            self.close(self._closing_reason)
+            return
         if "pipeline" in self._paused and len(pending) <= MAX_PENDING // 2:
             self._resume("pipeline")
 
@@ -217,6 +227,12 @@ class KafkaConnection(asyncio.Protocol):
             self._closed = True
             self._count_disconnect(reason)
             self._transport.close()
+
+    def close_after_answers(self, reason: str) -> None:
+        """Read no more requests; close once every answer owed so far is written (a failed SASL
+        step: the client reads why, then the connection ends, as on Kafka)."""
+        self._closing_reason = reason
+        self._pause("closing")
 
     def abort(self, reason: str = "") -> None:
         """Close now, dropping buffered output (protocol violations)."""

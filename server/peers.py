@@ -4,8 +4,12 @@ and handed back to the node.
 
 A peer is reached at the address this node's --voters gives for it. Connections are made on
 the first send and remade after a failure with exponential backoff; while a peer cannot be
-reached its sends fail at once (`on_unreachable`) and the core's own timers retry. Peers are
-identified by node id only (client id `kraftd-node-N`); TLS/SASL would wrap `_open()`.
+reached its sends fail at once (`on_unreachable`) and the core's own timers retry.
+
+With a cluster secret, a new connection first authenticates as `User:kraftd-node-<id>`
+(SaslHandshake + SCRAM-SHA-512, server/sasl.py), and only then carries the core's requests: the
+peer believes our replica, voter and leader ids only on such a connection. SCRAM's last answer
+proves the peer knows the secret too; a peer that cannot is logged and treated as unreachable.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import structlog
 from kraftd.protocol import messages as m
 from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
 from kraftd.server.frame_reader import FrameReader, FrameSizeError
+from kraftd.server.node_auth import NodeCredentials, node_user
+from kraftd.server.sasl import AuthenticationFailed, NodeAuthExchange
 
 log = structlog.get_logger("kraftd.peers")
 
@@ -35,6 +41,7 @@ FETCH_API, FETCH_SNAPSHOT_API = 1, 59
 # - "control": Vote, BeginQuorumEpoch, EndQuorumEpoch and the controller RPCs; behind a parked
 #   Fetch a Vote waited for it, and the benchmark saw split votes last seconds that way.
 LANES = {FETCH_API: "fetch", FETCH_SNAPSHOT_API: "snapshot"}
+AUTH_CORRELATION = -1  # the SASL exchange's requests (the core's correlation ids are positive)
 
 
 class PeerLink(asyncio.BufferedProtocol):
@@ -51,6 +58,9 @@ class PeerLink(asyncio.BufferedProtocol):
         self._reader = FrameReader(MAX_FRAME)
         self._backoff = BACKOFF_MIN_S
         self._next_attempt = 0.0
+        self._ready = False                       # connected and (with a secret) authenticated
+        self._auth: NodeAuthExchange | None = None
+        self._auth_kind: tuple[int, int] | None = None  # (api key, version) of the step in flight
 
     # -- sending -------------------------------------------------------------------------------
     def send(self, send) -> None:
@@ -60,8 +70,11 @@ class PeerLink(asyncio.BufferedProtocol):
         encode_request(header, send.request, parts)
         frame = frame_bytes(parts)
         self._in_flight[send.correlation_id] = (send.api_key, send.api_version)
-        if self._transport is not None:
+        if self._ready:
             self._transport.write(frame)
+            return
+        if self._transport is not None:  # still authenticating
+            self._queue.append((send.correlation_id, frame))
             return
         loop = asyncio.get_running_loop()
         if self._connecting is None and loop.time() < self._next_attempt:
@@ -87,10 +100,58 @@ class PeerLink(asyncio.BufferedProtocol):
     # -- asyncio callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self._transport = transport
+        credentials = self._links.credentials
+        if credentials is None:
+            self._become_ready()
+            return
+        self._auth = NodeAuthExchange(node_user(self._links.node_id), credentials.password(self._links.node_id))
+        self._send_auth_step()
+
+    def _become_ready(self) -> None:
+        self._ready = True
         self._backoff = BACKOFF_MIN_S
+        self._links.auth_failures.pop(self.node_id, None)
         queued, self._queue = self._queue, []
         if queued:
-            transport.write(b"".join(frame for _, frame in queued))
+            self._transport.write(b"".join(frame for _, frame in queued))
+
+    def _send_auth_step(self) -> None:
+        api_key, version, request = self._auth.next_request()
+        header = m.RequestHeader(request_api_key=api_key, request_api_version=version,
+                                 correlation_id=AUTH_CORRELATION, client_id=self._links.client_id)
+        parts: list = []
+        encode_request(header, request, parts)
+        self._auth_kind = (api_key, version)
+        self._transport.write(frame_bytes(parts))
+
+    def _on_auth_frame(self, frame) -> None:
+        try:
+            _, body = decode_response(memoryview(frame), *self._auth_kind)
+            self._auth.on_response(body)
+        except AuthenticationFailed as e:
+            self._auth_failed(str(e))
+            return
+        except Exception as e:
+            self._auth_failed(f"undecodable answer: {e!r}")
+            return
+        if self._auth.done:
+            self._auth = self._auth_kind = None
+            self._become_ready()
+        else:
+            self._send_auth_step()
+
+    def _auth_failed(self, why: str) -> None:
+        # Logged when the reason changes, not at every retry (a node with another secret
+        # retries for as long as it runs).
+        if self._links.auth_failures.get(self.node_id) != why:
+            self._links.auth_failures[self.node_id] = why
+            log.warning("peer refused: node authentication failed", peer=self.node_id, address=self.address,
+                        reason=why)
+        loop = asyncio.get_running_loop()
+        self._next_attempt = loop.time() + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+        self._auth = self._auth_kind = None
+        self._abort("node authentication failed")
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer(sizehint)
@@ -108,6 +169,9 @@ class PeerLink(asyncio.BufferedProtocol):
 
     def _on_frame(self, frame) -> None:
         correlation = _SIZE.unpack_from(frame, 0)[0]
+        if correlation == AUTH_CORRELATION and self._auth is not None:
+            self._on_auth_frame(frame)
+            return
         kind = self._in_flight.pop(correlation, None)
         if kind is None:
             return  # an answer to a request we already gave up on
@@ -120,11 +184,15 @@ class PeerLink(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self._transport = None
+        self._ready = False
+        self._auth = self._auth_kind = None
+        self._queue.clear()  # still in _in_flight: reported as failed below
         self._reader.reset()
         self._fail_all()
 
     def _abort(self, why: str) -> None:
-        log.warning("dropping peer connection", peer=self.node_id, reason=why)
+        if self._auth is not None or self._ready:
+            log.warning("dropping peer connection", peer=self.node_id, reason=why)
         if self._transport is not None:
             self._transport.abort()
 
@@ -145,8 +213,12 @@ class PeerLinks:
 
     def __init__(self, node_id: int, addresses: dict[int, tuple[str, int]], *,
                  on_response: Callable[[int, int, object], None], on_unreachable: Callable[[int], None],
-                 resolve: Callable[[int], tuple[str, int] | None] = lambda node_id: None) -> None:
-        self.client_id = f"kraftd-node-{node_id}"
+                 resolve: Callable[[int], tuple[str, int] | None] = lambda node_id: None,
+                 credentials: NodeCredentials | None = None) -> None:
+        self.node_id = node_id
+        self.client_id = node_user(node_id)
+        self.credentials = credentials  # None: no cluster secret (peers are not asked to believe us)
+        self.auth_failures: dict[int, str] = {}  # peer -> the last reason logged
         self._addresses = addresses   # voters, as --voters gives them
         self._resolve = resolve       # other brokers: their registered (advertised) address
         self.on_response = on_response

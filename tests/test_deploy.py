@@ -64,11 +64,28 @@ def serve_flags(service: dict):
     return build_parser().parse_args(command_argv(service)[1:])
 
 
-def environment(service: dict) -> dict[str, str]:
+# What `docker compose` would be given in the shell: the cluster secret the file requires.
+COMPOSE_SHELL_ENV = {"KRAFTD_CLUSTER_SECRET": "deploy-test-secret"}
+_INTERPOLATION = re.compile(r"\$\{(\w+)(?::([?-])([^}]*))?\}")
+
+
+def interpolate(value: str, shell: dict[str, str]) -> str:
+    """Compose's ${NAME}, ${NAME:-default} and ${NAME:?error} ($$ is a literal $)."""
+    def one(match: re.Match) -> str:
+        name, kind, arg = match.groups()
+        if shell.get(name):
+            return shell[name]
+        if kind == "?":
+            raise ValueError(f"compose refuses to start: {arg}")
+        return arg if kind == "-" else ""
+    return _INTERPOLATION.sub(one, value).replace("$$", "$")
+
+
+def environment(service: dict, shell: dict[str, str] = COMPOSE_SHELL_ENV) -> dict[str, str]:
     env = service.get("environment") or {}
     if isinstance(env, list):
         env = dict(item.split("=", 1) for item in env)
-    return {k: str(v) for k, v in env.items()}
+    return {k: interpolate(str(v), shell) for k, v in env.items()}
 
 
 def published_ports(service: dict) -> dict[int, int]:
@@ -119,8 +136,14 @@ def test_compose_runs_three_kraftd_nodes_built_from_the_dockerfile():
         volume = mounts(svc)["/data"]
         assert volume in compose["volumes"], f"{name}: /data should be a named volume"
         # Every setting must pass the daemon's own validation (flags > env, as at start-up).
-        Settings.load(flags.config, **{k: v for k, v in vars(flags).items()
-                                       if k in Settings.model_fields})
+        env = {k.removeprefix("KRAFTD_").lower(): v for k, v in environment(svc).items()}
+        Settings.load(flags.config, **{**env, **{k: v for k, v in vars(flags).items()
+                                                 if k in Settings.model_fields}})
+        # A cluster needs a secret, and the file names none of its own: compose refuses to
+        # start until the user exports one.
+        assert set(environment(svc)) == {"KRAFTD_CLUSTER_SECRET"}, name
+        with pytest.raises(ValueError, match="compose refuses to start: set KRAFTD_CLUSTER_SECRET"):
+            environment(svc, shell={})
     data_volumes = [mounts(svc)["/data"] for svc in nodes.values()]
     assert len(set(data_volumes)) == 3, "each node needs its own data volume"
 

@@ -15,6 +15,8 @@ FLAGS = {
     "--log-level": ("log_level", str),
     "--fsync-policy": ("fsync_policy", str),
     "--voters": ("voters", str),
+    # No --cluster-secret: a command line is visible to every user of the machine.
+    "--cluster-secret-file": ("cluster_secret_file", str),
 }
 
 

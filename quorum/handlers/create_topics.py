@@ -15,7 +15,7 @@ DEFAULT_CONFIG_SOURCE = 5  # Kafka's DEFAULT_CONFIG; 1 is a dynamic topic config
 def handle(ctx, header, request, now_ms, peer):
     if ctx.plane is not None:
         from .create_topics_cluster import handle_clustered
-        return handle_clustered(ctx, header, request, now_ms)
+        return handle_clustered(ctx, header, request, now_ms, from_node=peer.is_node)
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     results = [_create_one(ctx, topic, request.validate_only, duplicates) for topic in request.topics]

@@ -9,17 +9,17 @@ from kraftd.protocol.messages import ConfigRecord, CreateTopicsResponse, Partiti
 from ..metadata.controller import new_topic_id
 from ..metadata.image import TOPIC_RESOURCE
 from ..metadata.placement import PlacementError, check_assignment, place_replicas
-from ..metadata.plane import METADATA_TOPIC, is_peer
+from ..metadata.plane import METADATA_TOPIC
 from ..outcomes import Respond
 from ..topic_config import InvalidTopicConfig, TopicConfig
 from ..topics import MAX_PARTITIONS, topic_name_problem
 from .create_topics import created_result, error_result
 
 
-def handle_clustered(ctx, header, request, now_ms):
+def handle_clustered(ctx, header, request, now_ms, *, from_node: bool):
     controller = ctx.plane.active_controller()
     if controller is None:
-        if is_peer(header):
+        if from_node:  # forwarded to us as the controller: never forward it on
             return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
         return ctx.plane.forward(header, request, now_ms, request.timeout_ms, fail_all)
     seen: set[str] = set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
 
-from ..metadata.plane import METADATA_TOPIC, is_peer
+from ..metadata.plane import METADATA_TOPIC
 from ..outcomes import Respond
 
 Result = DeleteTopicsResponse.DeletableTopicResult
@@ -22,7 +22,7 @@ def handle(ctx, header, request, now_ms, peer):
             _delete_local(ctx, name, topic_id) for name, topic_id in wanted]))
     controller = ctx.plane.active_controller()
     if controller is None:
-        if is_peer(header):
+        if peer.is_node:  # forwarded to us as the controller: never forward it on
             return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER, version))
         return ctx.plane.forward(header, request, now_ms, request.timeout_ms,
                                  lambda r, e: fail_all(r, e, version))

@@ -7,6 +7,7 @@ from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import FetchResponse
 
 from ..fetch_sessions.contexts import ErrorContext, SessionlessContext, new_context, session_key
+from ..node_claims import fetch_replica_id
 from ..outcomes import Park, Respond
 from .fetch_read import FetchLimits, PartitionFetch, read_partitions
 
@@ -22,7 +23,7 @@ def handle(ctx, header, request, now_ms, peer):
     if request.max_wait_ms < 0:
         return Respond(FetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                                      session_id=0, responses=[]))
-    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    replica_id = fetch_replica_id(request, version)  # >= 0 only from that node (node_claims)
     limits = FetchLimits(
         version=version, is_consumer=replica_id < 0,
         read_committed=request.isolation_level == READ_COMMITTED,
@@ -41,7 +42,7 @@ def handle(ctx, header, request, now_ms, peer):
     return Park(ctx.purgatory.park(DelayedFetch(context, limits, request.min_bytes, now_ms + wait)))
 
 
-def _context(ctx, header, request, version: int, peer: str, privileged: bool, now_ms: int):
+def _context(ctx, header, request, version: int, peer, privileged: bool, now_ms: int):
     topics = ctx.topics
 
     def resolve_requested(req):
@@ -59,7 +60,7 @@ def _context(ctx, header, request, version: int, peer: str, privileged: bool, no
 
     if version < FIRST_SESSION_VERSION:
         return SessionlessContext(resolve_requested(request))
-    principal = (header.client_id, peer.rsplit(":", 1)[0])
+    principal = (header.client_id, peer.host)
     return new_context(ctx.fetch_sessions, topics, request, version, principal, privileged, now_ms,
                        resolve_requested, resolve_slot)
 

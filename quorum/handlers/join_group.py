@@ -129,7 +129,5 @@ def _update(member: Member, new: Member) -> None:
 
 
 def _host(peer) -> str:
-    if isinstance(peer, tuple):
-        return "/" + str(peer[0])
-    text = str(peer or "")
-    return "/" + text.rsplit(":", 1)[0] if text else ""
+    """Kafka's client host as DescribeGroups shows it: "/127.0.0.1"."""
+    return "/" + peer.host if peer.address else ""

@@ -28,18 +28,12 @@ log = logging.getLogger(__name__)
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id for the metadata topic
 METADATA_KEY = (METADATA_TOPIC, 0)
-PEER_CLIENT_PREFIX = "kraftd-node-"
 REPORT_INTERVAL_MS = 200
 REREGISTER_AFTER_MS = 2000
 CALL_RETRY_MS = 200
 ALTER_PARTITION_VERSION = 2
 BROKER_REGISTRATION_VERSION = 0
 ALLOCATE_PRODUCER_IDS_VERSION = 0
-
-
-def is_peer(header) -> bool:
-    client = header.client_id or ""
-    return client.startswith(PEER_CLIENT_PREFIX)
 
 
 class MetadataPlane:
@@ -146,7 +140,7 @@ class MetadataPlane:
         from ..handlers.create_topics_cluster import create_request_for, handle_clustered
         request = create_request_for(name, partitions, configs=configs)
         if self.active_controller() is not None:
-            handle_clustered(self.ctx, _LOCAL_HEADER, request, now_ms)  # its answer goes nowhere
+            handle_clustered(self.ctx, None, request, now_ms, from_node=True)  # its answer goes nowhere
         else:
             self.call_controller(api.CREATE_TOPICS, CREATE_TOPICS_VERSION, request, now_ms, lambda r, t: None)
 
@@ -316,14 +310,6 @@ class MetadataPlane:
 
 PID_KEY = ("producer-ids",)
 CREATE_TOPICS_VERSION = 5
-
-
-class _LocalHeader:
-    client_id = PEER_CLIENT_PREFIX + "local"
-    request_api_version = CREATE_TOPICS_VERSION
-
-
-_LOCAL_HEADER = _LocalHeader()
 
 
 class DelayedForward:

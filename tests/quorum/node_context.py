@@ -10,6 +10,7 @@ from kraftd.protocol.records import build_batch, decode_records
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
+from kraftd.quorum.peer import Peer
 
 START_MS = 1_700_000_000_000
 
@@ -52,12 +53,13 @@ class NodeTestContext:
 
     # -- requests ------------------------------------------------------------------------
     def deliver(self, request, version: int, api_key: int | None = None, *, client_id: str = "test",
-                peer: str = "127.0.0.1:50000"):
+                peer: str = "127.0.0.1:50000", node_id: int | None = None):
+        """node.handle of `request`; `node_id`: sent over a connection authenticated as that node."""
         self._correlation += 1
         key = api_key if api_key is not None else _API_OF[type(request).__name__]
         header = m.RequestHeader(request_api_key=key, request_api_version=version,
                                  correlation_id=self._correlation, client_id=client_id)
-        outcome = self.node.handle(header, request, self.now_ms, peer)
+        outcome = self.node.handle(header, request, self.now_ms, Peer(peer, node_id))
         self._collect(self.node.poll(self.now_ms))
         return outcome
 
@@ -121,9 +123,10 @@ class NodeTestContext:
 
     def session_fetch(self, positions: dict, *, version: int = 12, client_id: str = "test",
                       peer: str = "127.0.0.1:50000", **kw):
-        """One immediate Fetch response (see session_fetch_request)."""
+        """One immediate Fetch response (see session_fetch_request); a replica id >= 0 is sent as
+        that node (over a connection authenticated as it)."""
         request = self.session_fetch_request(positions, version=version, **kw)
-        return self.respond(request, version, client_id=client_id, peer=peer)
+        return self.respond(request, version, client_id=client_id, peer=peer, node_id=_as_node(kw.get("replica_id", -1)))
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         request = m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
@@ -174,6 +177,10 @@ class NodeTestContextBuilder:
             assert ctx.create_topic(name, partitions, configs).error_code == 0
         ctx.flush()
         return ctx
+
+
+def _as_node(replica_id: int) -> int | None:
+    return replica_id if replica_id >= 0 else None
 
 
 def batch_of(values, *, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
@@ -268,14 +275,16 @@ class FetchClient:
     def poll(self, **kw):
         """Send one fetch and take in its (immediate) response."""
         request, full = self.request(**kw)
-        response = self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer)
+        response = self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer,
+                                    node_id=_as_node(self.replica_id))
         self.handle(response, full)
         return response
 
     def lose_response(self) -> None:
         """The request reaches the server but the answer is lost on the way back."""
         request, _ = self.request()
-        self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer)
+        self.ctx.respond(request, self.version, client_id=self.client_id, peer=self.peer,
+                         node_id=_as_node(self.replica_id))
         self.lost_responses += 1
 
     def handle(self, response, full: bool) -> None:

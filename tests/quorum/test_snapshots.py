@@ -101,7 +101,7 @@ def test_fetch_below_the_log_start_points_at_the_snapshot(ctx):
     assert old.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     follower = ctx.fetch_request("kv", 0, 0, version=12)
     follower.replica_id = 2
-    data = ctx.respond(follower, 12).responses[0].partitions[0]
+    data = ctx.respond(follower, 12, node_id=2).responses[0].partitions[0]
     assert data.error_code == 0 and data.snapshot_id.end_offset == job.snapshot_id.end_offset
 
 

@@ -12,6 +12,7 @@ from kraftd.quorum.metadata.plane import METADATA_TOPIC
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
+from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
 from kraftd.quorum.raft.group import SafetyViolation
 
@@ -229,7 +230,7 @@ class Simulation:
             client_id = f"kraftd-node-{message.source}" if isinstance(message.source, int) else message.source
             header = m.RequestHeader(request_api_key=message.api_key, request_api_version=message.api_version,
                                      correlation_id=message.correlation_id, client_id=client_id)
-            outcome = sn.node.handle(header, message.body, self.now, f"{client_id}:1")
+            outcome = sn.node.handle(header, message.body, self.now, Peer(f"{client_id}:1", message.source if isinstance(message.source, int) else None))
             if isinstance(outcome, Respond):
                 self.send(Message(sn.id, message.source, False, message.api_key, message.api_version,
                                   message.correlation_id, outcome.response, message.incarnation))

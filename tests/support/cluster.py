@@ -24,6 +24,8 @@ from tests.support.kraftd_process import KraftdProcess
 from tests.support.tcp_proxy import TcpProxy
 
 HOST = "127.0.0.1"
+# Every node of a test cluster shares it (KRAFTD_CLUSTER_SECRET): nodes authenticate to each other.
+CLUSTER_SECRET = "kraftd-test-cluster-secret"
 
 
 class KraftdCluster:
@@ -45,7 +47,8 @@ class KraftdCluster:
         self._processes: dict[int, KraftdProcess] = {}
         for i in self.ids:
             args = ["--node-id", str(i), *(["--voters", self.voters_spec(i)] if voters else []), *extra_args]
-            process = KraftdProcess(self.tmp_path / f"node{i}", *args, env=env)
+            process = KraftdProcess(self.tmp_path / f"node{i}", *args,
+                                    env={"KRAFTD_CLUSTER_SECRET": CLUSTER_SECRET, **(env or {})})
             process.port, process.metrics_port = self._ports[i]  # start() listens on these
             self._processes[i] = process
 

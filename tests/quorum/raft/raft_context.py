@@ -30,6 +30,7 @@ from kraftd.protocol.records import build_batch, decode_records, iter_batch_head
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import Park, Respond
+from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
 from kraftd.quorum.raft.election_state import NO_NODE, ElectionState, MemoryElectionStore
 from kraftd.storage import MemoryLog
@@ -299,7 +300,7 @@ class RaftTestContext:
         self._correlation += 1
         header = m.RequestHeader(request_api_key=api_key, request_api_version=version,
                                  correlation_id=self._correlation, client_id=f"node-{source}")
-        return self.node.handle(header, request, self.now_ms, f"node-{source}:1")
+        return self.node.handle(header, request, self.now_ms, Peer(f"node-{source}:1", source if source in self.voters else None))
 
     def deliver_request(self, request, api_key: int, version: int, source: int = 2):
         """The response to `request` from `source`; a parked answer is released after persisting."""

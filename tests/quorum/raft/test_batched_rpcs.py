@@ -34,6 +34,7 @@ from kraftd.protocol.records import build_batch, iter_batch_headers
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
+from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
 from tests.sim.stores import Disk
 
@@ -120,7 +121,8 @@ class Pump:
                 client_id = f"node-{message.source}" if isinstance(message.source, int) else message.source
                 header = m.RequestHeader(request_api_key=message.api_key, request_api_version=message.api_version,
                                          correlation_id=message.correlation_id, client_id=client_id)
-                outcome = node.handle(header, message.body, self.now, f"{client_id}:1")
+                source = message.source if isinstance(message.source, int) else None
+                outcome = node.handle(header, message.body, self.now, Peer(f"{client_id}:1", source))
                 if isinstance(outcome, Respond):
                     self._post(node_id, message.source, False, message.api_key, message.api_version,
                                message.correlation_id, outcome.response)

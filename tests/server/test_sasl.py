@@ -1,0 +1,98 @@
+"""SASL for nodes (issue 21): SaslHandshake v1 + SaslAuthenticate with SCRAM-SHA-512, credentials
+derived from the cluster secret (server/node_auth.py, server/sasl.py), sans-IO: the server's
+session against the connecting side's exchange, and against a real SCRAM client (scramp)."""
+from __future__ import annotations
+
+import pytest
+from scramp import ScramClient
+
+from kraftd.protocol import messages as m
+from kraftd.protocol.errors import ErrorCode
+from kraftd.server.node_auth import MECHANISM, NodeCredentials, hkdf_sha256, node_id_of, node_user
+from kraftd.server.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticationFailed, NodeAuthExchange, \
+    SaslServerSession
+
+SECRET = b"one cluster's secret"
+
+
+def _run(exchange: NodeAuthExchange, server: SaslServerSession) -> list:
+    """Drive both sides to the end; returns the server's steps."""
+    steps = []
+    while (request := exchange.next_request()) is not None:
+        key, _, body = request
+        step = server.handle(key, body)
+        steps.append(step)
+        exchange.on_response(step.response)
+        if step.close_reason:
+            break
+    return steps
+
+
+def test_a_node_with_the_secret_authenticates_as_itself():
+    credentials = NodeCredentials(SECRET)
+    server = SaslServerSession(credentials)
+    steps = _run(NodeAuthExchange(node_user(2), credentials.password(2)), server)
+    assert [s.close_reason for s in steps] == ["", "", ""]
+    assert server.node_id == 2 and server.stage == "authenticated"
+
+
+def test_another_secret_fails_on_both_sides():
+    server = SaslServerSession(NodeCredentials(SECRET))
+    other = NodeCredentials(b"another secret")
+    exchange = NodeAuthExchange(node_user(2), other.password(2))
+    with pytest.raises(AuthenticationFailed, match="SASL_AUTHENTICATION_FAILED.*cluster secret"):
+        _run(exchange, server)
+    assert server.node_id is None and server.stage == "failed"
+
+
+def test_a_server_without_the_secret_cannot_pass_itself_off_as_a_node():
+    """SCRAM's last message proves the server knows the credential: a server with another secret
+    that accepted any proof would still fail the client's check."""
+    ours = NodeCredentials(SECRET)
+    exchange = NodeAuthExchange(node_user(1), ours.password(1))
+    impostor = SaslServerSession(NodeCredentials(b"impostor"))
+    key, _, body = exchange.next_request()
+    exchange.on_response(impostor.handle(key, body).response)
+    key, _, body = exchange.next_request()
+    exchange.on_response(impostor.handle(key, body).response)
+    key, _, body = exchange.next_request()
+    forged_final = m.SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=b"v=AAAA",
+                                              session_lifetime_ms=0)
+    with pytest.raises(AuthenticationFailed, match="did not prove"):
+        exchange.on_response(forged_final)
+
+
+def test_only_node_users_exist():
+    credentials = NodeCredentials(SECRET)
+    server = SaslServerSession(credentials)
+    assert server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism=MECHANISM)).response.error_code == 0
+    client = ScramClient([MECHANISM], "alice", "whatever")
+    step = server.handle(SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()))
+    assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.close_reason
+    assert server.node_id is None
+
+
+def test_unsupported_mechanisms_and_steps_out_of_order_close_the_connection():
+    server = SaslServerSession(NodeCredentials(SECRET))
+    step = server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="PLAIN"))
+    assert step.response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM and step.close_reason
+    assert step.response.mechanisms == [MECHANISM]
+
+    early = SaslServerSession(NodeCredentials(SECRET)).handle(SASL_AUTHENTICATE,
+                                                               m.SaslAuthenticateRequest(auth_bytes=b"n,,n=x,r=y"))
+    assert early.response.error_code == ErrorCode.ILLEGAL_SASL_STATE and early.close_reason
+
+    no_secret = SaslServerSession(None).handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism=MECHANISM))
+    assert no_secret.response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert no_secret.response.mechanisms == []
+
+
+def test_credentials_are_per_node_and_per_secret():
+    a, b = NodeCredentials(SECRET), NodeCredentials(b"other")
+    assert a.password(1) != a.password(2) and a.password(1) != b.password(1)
+    assert a.password(1) == NodeCredentials(SECRET).password(1)  # every node derives the same
+    assert node_id_of("kraftd-node-12") == 12 and node_id_of("kraftd-node-x") is None and node_id_of("bob") is None
+    # RFC 5869 test case 1 shape (our fixed salt): deterministic, the requested length.
+    assert len(hkdf_sha256(SECRET, b"info", 42)) == 42 and hkdf_sha256(SECRET, b"i") == hkdf_sha256(SECRET, b"i")
+    with pytest.raises(ValueError):
+        NodeCredentials(b"")
