@@ -131,3 +131,32 @@ def test_advertised_address_resolution():
     s = Settings.load(listen="0.0.0.0:9092", advertised_listener="kafka.example.com:19092")
     values = s.to_node_config(bound_port=9092)
     assert (values["advertised_host"], values["advertised_port"]) == ("kafka.example.com", 19092)
+
+
+def test_a_cluster_needs_a_secret_and_a_lone_node_does_not(tmp_path):
+    voters = "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3"
+    with pytest.raises(ConfigError, match="cluster_secret .*KRAFTD_CLUSTER_SECRET"):
+        Settings.load(voters=voters)
+    assert Settings.load().cluster_secret is None                       # make serve: no --voters
+    assert Settings.load(voters="1@127.0.0.1:1").cluster_secret is None  # a cluster of itself
+    with pytest.raises(ConfigError, match="cluster_secret"):
+        Settings.load(voters="2@127.0.0.1:2")                            # a broker of another's quorum
+    s = Settings.load(voters=voters, cluster_secret="s3cret")
+    assert s.cluster_secret.get_secret_value() == "s3cret" and "s3cret" not in repr(s)
+    assert "cluster_secret" not in s.to_node_config()                   # the shell's, not the core's
+
+
+def test_the_secret_from_a_file(tmp_path, monkeypatch):
+    path = tmp_path / "secret"
+    path.write_text("  from-a-file\n")
+    s = Settings.load(voters="1@a:1,2@b:2", cluster_secret_file=str(path))
+    assert s.cluster_secret.get_secret_value() == "from-a-file"
+    path.write_text("\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        Settings.load(voters="1@a:1,2@b:2", cluster_secret_file=str(path))
+    with pytest.raises(ConfigError, match="not both"):
+        Settings.load(cluster_secret="x", cluster_secret_file=str(path))
+    with pytest.raises(ConfigError, match="No such file"):
+        Settings.load(cluster_secret_file=str(tmp_path / "missing"))
+    monkeypatch.setenv("KRAFTD_CLUSTER_SECRET", "from-env")
+    assert Settings.load(voters="1@a:1,2@b:2").cluster_secret.get_secret_value() == "from-env"
