@@ -204,6 +204,17 @@ class SnapshotReader:
         header_record, _ = messages.SnapshotHeaderRecord.decode(memoryview(value), 0, 0)
         return cls(path, buf, batches, header_record.last_contained_log_timestamp)
 
+    def close(self) -> None:
+        """Unmap the file now (its descriptor was closed at open); decoded items are copies."""
+        if isinstance(self._buf, mmap.mmap):
+            self._buf.close()
+
+    def __enter__(self) -> "SnapshotReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def data_batches(self) -> list[tuple[int, BatchHeader]]:
         """(file position, header) of every data batch, in file order: the batches between the
         SnapshotHeader and the SnapshotFooter, control batches left out. Positions index the

@@ -80,8 +80,8 @@ class PartitionSnapshots:
         latest = self.store.latest()
         if latest is None:
             return
-        reader = self.store.reader(latest)
-        self.machine.load(reader.items(), latest.end_offset, reader.last_contained_log_timestamp)
+        with self.store.reader(latest) as reader:
+            self.machine.load(reader.items(), latest.end_offset, reader.last_contained_log_timestamp)
 
     # -- steady state ----------------------------------------------------------------------
     def catch_up(self) -> None:

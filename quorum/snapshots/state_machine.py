@@ -93,12 +93,14 @@ class KeyValueStateMachine:
 @contextmanager
 def _collector_paused():
     """Loading millions of long-lived objects: the cyclic GC would rescan them over and over
-    (about half the load time). Pause it, then move the survivors out of its way."""
+    (about half the load time), so it is paused while they are decoded. No gc.freeze()
+    afterwards: it moved every object alive at that moment, the process's reference cycles
+    included, into a generation the collector never scans, so they were never freed (a leak on
+    every snapshot load: startup, every follower install)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
         if was_enabled:
             gc.enable()
