@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev serve test soak sim bench tools clean
+.PHONY: install install-dev serve test soak sim bench fuzz tools clean
 
 $(VENV)/.venv-created:
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,11 @@ $(VENV)/.installed: $(VENV)/.venv-created pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-# Plus the test/bench tools: pytest, hypothesis, kio, the real Kafka clients, Tansu, and the
-# Spark pipeline's extra (pyspark; its tests need Java 17 and skip, saying so, without it).
+# Plus the test/bench tools: pytest, hypothesis, kio, the real Kafka clients, Tansu, atheris (the
+# fuzzers), and the Spark pipeline's extra (pyspark; its tests need Java 17 and skip, saying so,
+# without it).
 $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[dev,bench,spark]'
+	$(PY) -m pip install -q -e '.[dev,bench,fuzz,spark]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -49,6 +50,24 @@ sim: install-dev
 
 bench: install-dev tools
 	$(PY) -m bench.run $(ARGS)
+
+# Coverage-guided fuzzing with atheris (libFuzzer): fuzz/requests.py (request decoding and dispatch
+# on an in-memory node) and fuzz/record_batches.py (the record-batch parsers and decompressors).
+# Each target runs FUZZ_RUNS inputs (-1: no cap) or FUZZ_SECONDS seconds (0: no limit), whichever
+# comes first, from the committed seeds in fuzz/corpus/<target> plus what earlier runs found
+# (build/fuzz/<target>, where new inputs go). A finding stops the run: build/fuzz/crash-<sha1>,
+# replayed by `$(PY) -m fuzz.<target> build/fuzz/crash-<sha1>`. See bench/README.md, "Fuzzing".
+FUZZ_RUNS ?= 1000000
+FUZZ_SECONDS ?= 0
+FUZZ_TARGETS ?= requests record_batches
+FUZZ_ARGS ?=
+fuzz: install-dev
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/$$t || exit 1; \
+	  echo "== fuzz/$$t.py: $(FUZZ_RUNS) runs, $(FUZZ_SECONDS) s"; \
+	  $(PY) -m fuzz.$$t -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/ $(FUZZ_ARGS) build/fuzz/$$t fuzz/corpus/$$t || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
