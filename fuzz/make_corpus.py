@@ -25,6 +25,8 @@ import shutil
 import sys
 import uuid
 
+import cramjam
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -212,11 +214,27 @@ def record_batch_seeds() -> dict[str, bytes]:
     seeds["three-batches"] = b"\x01" + batch(1) + batch(2, Compression.GZIP, base_offset=1) + batch(1, base_offset=3)
     seeds["torn-tail"] = b"\x01" + batch(2) + batch(2)[:40]
     seeds["crc-as-is"] = b"\x00" + batch(2, Compression.ZSTD)
+    # Mode bits 2-4 pick the codec of the direct decompress() call on the bytes after byte 61,
+    # bits 5-6 its max_size (0: 1 MiB, 1: 64 KiB, 2: 1000 bytes, 3: 0).
     body = bytes(range(256)) * 16
     header = bytes(61)
+    zeros = bytes(1 << 20)
+    unsized = []  # zstd frames that do not declare their content size (streaming compression)
+    for size in (1 << 20, 100_000):
+        stream = cramjam.zstd.Compressor()
+        stream.compress(bytes(size))
+        unsized.append(bytes(stream.finish()))
     for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
-        # Mode bits 2-4 pick the codec of the direct decompress() call on the bytes after byte 61.
         seeds[f"direct-{codec.name.lower()}"] = bytes([codec << 2]) + header + compress(codec, body)
+        # 1 MiB of zeros (gzip ~1 KiB, zstd ~50 bytes) against a 64 KiB limit: the bomb checks.
+        bomb = unsized[0] if codec == Compression.ZSTD else compress(codec, zeros)
+        if len(bomb) < 3000:
+            seeds[f"direct-{codec.name.lower()}-bomb"] = bytes([codec << 2 | 1 << 5]) + header + bomb
+    seeds["direct-lz4-blocks"] = bytes([Compression.LZ4 << 2 | 1 << 5]) + header + compress(Compression.LZ4, bytes(200_000))
+    seeds["direct-snappy-chunks"] = bytes([Compression.SNAPPY << 2 | 1 << 5]) + header + compress(Compression.SNAPPY, bytes(70_000))
+    seeds["direct-zstd-unsized"] = bytes([Compression.ZSTD << 2]) + header + unsized[1]
+    gzip2 = compress(Compression.GZIP, b"first member ") + compress(Compression.GZIP, b"second member")
+    seeds["direct-gzip-members"] = bytes([Compression.GZIP << 2 | 2 << 5]) + header + gzip2
     return seeds
 
 

@@ -22,6 +22,7 @@ The mode byte (bits, low first):
     0    recompute the CRC32C of every complete batch first, so mutations get past the CRC
     1    validate as replicated data (from_client=False: control and empty batches allowed)
     2-4  the codec for the direct decompress() call (0-4; 5-7: the batch's own codec)
+    5-6  its max_size: DIRECT_LIMITS[bits] (1 MiB, 64 KiB, 1000, 0)
 
 Run it (new inputs go to the first directory, the committed seeds are only read):
 
@@ -48,7 +49,8 @@ sys.stderr.write(f"INFO: instrumented {_log.getvalue().count('Instrumenting')} m
 
 from google_crc32c import value as _crc32c
 
-DIRECT_MAX = 1 << 20   # max_size for the direct decompress() calls
+# max_size of the direct decompress() call, by mode bits 5-6 (small ones reach the bomb checks).
+DIRECT_LIMITS = (1 << 20, 65536, 1000, 0)
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -118,9 +120,10 @@ def test_one_input(data: bytes) -> None:
         codec = buf[22] & 0x07  # the low byte of the batch's attributes
         if codec > 4:
             return
-    ok, out = _outcome(decompress, codec, payload, max_size=DIRECT_MAX)
-    if ok and len(out) > DIRECT_MAX:
-        raise Finding(f"decompress(codec {codec}) returned {len(out)} bytes, over max_size {DIRECT_MAX}")
+    limit = DIRECT_LIMITS[(mode >> 5) & 0x03]
+    ok, out = _outcome(decompress, codec, payload, max_size=limit)
+    if ok and codec and len(out) > limit:  # codec 0 is no compression: the bytes as they are
+        raise Finding(f"decompress(codec {codec}) returned {len(out)} bytes, over max_size {limit}")
 
 
 def _round_trip(records, header) -> None:

@@ -17,12 +17,14 @@ the input as crash-<sha1>).
 
 The node is a real `Node` on the simulation's memory disk (tests/sim/stores.py: MemoryLog,
 in-memory catalog and election store, snapshot files on tmpfs), a cluster of one with topics
-fz0 (2 partitions), fz1 (snapshot policy) and fz2 (compacted), each holding a batch, the group
+fz0 (2 partitions), fz1 (snapshot policy) and fz2 (LogAppendTime, 1 h retention), each holding a batch, the group
 coordinator's __consumer_offsets (2 partitions) and a stable consumer group fz-group whose
 member fuzz-1 committed an offset. It keeps its state across inputs (fetch sessions, groups,
 producer ids, topics created or deleted: the fuzzer builds on earlier requests). Every
 RESET_EVERY inputs it restarts: cleanly or after a crash over the same disk, so it reloads what
-the inputs wrote, or on a fresh disk, which bounds memory (see Harness.restart).
+the inputs wrote, or on a fresh disk, which bounds memory; each fresh disk switches between a
+plain single node and a one-voter cluster, whose controller and metadata quorum serve the
+node-to-node APIs (see Harness.restart).
 
 The mode byte (bits, low first):
     0-1  who sends it: 0, 1 a client; 2 an authenticated node 1 (itself); 3 node 2
@@ -88,7 +90,8 @@ CLUSTER_ID = "fuzz-cluster-00000000"
 RESET_EVERY = 2000
 ADVANCE_MS = (0, 0, 1, 50, 1_000, 10_000, 60_000, 3_600_000)
 SECRET = b"fuzz-cluster-secret"
-TOPICS = {"fz0": (2, {}), "fz1": (1, {"cleanup.policy": "snapshot"}), "fz2": (1, {"cleanup.policy": "compact"})}
+TOPICS = {"fz0": (2, {}), "fz1": (1, {"cleanup.policy": "snapshot"}),
+          "fz2": (1, {"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000", "segment.bytes": "65536"})}
 GROUP = "fz-group"
 MEMBER = "fuzz-1"
 # ConsumerProtocol subscription v0 (topics fz0, fz1) and assignment v0 (fz0 partitions 0 and 1).
@@ -113,6 +116,7 @@ class Harness:
         self.tmp = _tmp_root()
         self.disk = self._new_disk()
         self.member_ids = itertools.count(1)
+        self.clustered = False
         self.node = self._open(fresh=True)
 
     def _new_disk(self) -> Disk:
@@ -125,7 +129,8 @@ class Harness:
     def _open(self, fresh: bool) -> Node:
         config = NodeConfig(node_id=1, data_dir=self.disk.snapshot_root, fsync_policy="acks_all",
                             offsets_topic_num_partitions=2, group_initial_rebalance_delay_ms=0,
-                            retention_check_interval_ms=60_000, fetch_max_wait_cap_ms=500)
+                            retention_check_interval_ms=60_000, fetch_max_wait_cap_ms=500,
+                            voters={1: ("127.0.0.1", 9092)} if self.clustered else None)
         session_rng = random.Random(7)
         node = Node(config, catalog=self.disk.catalog, election_store=self.disk.elections,
                     producer_id_store=self.disk.producer_ids, open_log=self.disk.open_log,
@@ -139,9 +144,9 @@ class Harness:
         # (the seed corpus uses MEMBER, the member _setup joins).
         ids = self.member_ids
         coordinator_of(node._ctx)._new_member_id = lambda prefix: f"{prefix}-{next(ids)}"
+        self._settle()  # a clustered node: its controller is active once its first epoch commits
         if fresh:
             self._setup()
-        self.flush()
         return node
 
     def _setup(self) -> None:
@@ -151,29 +156,35 @@ class Harness:
             C.CreatableTopic(name=name, num_partitions=n, replication_factor=1, assignments=[],
                              configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in cfg.items()])
             for name, (n, cfg) in TOPICS.items()]))
+        self._settle()  # a clustered node creates topics through its metadata log, then elects
         P = m.ProduceRequest
         for name, (n, _) in TOPICS.items():
             for index in range(n):
                 batch = build_batch([(b"k%d" % i, b"v%d" % i, [("h", b"x")], START_MS + i) for i in range(3)])
                 self._must(0, 9, P(acks=1, timeout_ms=1000, topic_data=[P.TopicProduceData(
                     name=name, partition_data=[P.PartitionProduceData(index=index, records=batch)])]))
-        self.flush()
+        self._settle()
         self._must(10, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]))
-        self.flush()
+        self._settle()
         J = m.JoinGroupRequest
         self._must(11, 3, J(group_id=GROUP, session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id="",
                             protocol_type="consumer", protocols=[J.JoinGroupRequestProtocol(
                                 name="range", metadata=CONSUMER_METADATA)]), client_id="fuzz")
-        self.flush()
+        self._settle()
         S = m.SyncGroupRequest
         self._must(14, 3, S(group_id=GROUP, generation_id=1, member_id=MEMBER, assignments=[
             S.SyncGroupRequestAssignment(member_id=MEMBER, assignment=CONSUMER_ASSIGNMENT)]))
-        self.flush()
+        self._settle()
         O = m.OffsetCommitRequest
         self._must(8, 7, O(group_id=GROUP, generation_id_or_member_epoch=1, member_id=MEMBER, topics=[
             O.OffsetCommitRequestTopic(name="fz0", partitions=[O.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=2, committed_metadata="m")])]))
-        self.flush()
+        self._settle()
+
+    def _settle(self, rounds: int = 5) -> None:
+        for _ in range(rounds):
+            self.now += 100
+            self.flush()
 
     def _must(self, key: int, version: int, request, client_id: str = "fuzz-setup") -> None:
         header = m.RequestHeader(request_api_key=key, request_api_version=version, correlation_id=0,
@@ -196,7 +207,8 @@ class Harness:
         """Every RESET_EVERY inputs, in turn: a clean restart over the same disk (the node
         reloads what the inputs wrote: logs, group metadata and offsets, producer ids,
         snapshots), a crash (only what was flushed survives), another clean restart, and a
-        fresh disk (memory stays bounded)."""
+        fresh disk (memory stays bounded), where the node switches between a plain single node
+        and a one-voter cluster (--voters: the metadata quorum, the controller APIs)."""
         kind = self.restarts % 4
         self.restarts += 1
         if kind == 1:
@@ -207,6 +219,7 @@ class Harness:
             self.disk.discard()
             self.disk = self._new_disk()
             self.member_ids = itertools.count(1)
+            self.clustered = not self.clustered
         self.parked.clear()
         self.sasl, self.node_id = None, None
         self.now += 1000
