@@ -5,11 +5,13 @@ to `Broker.dispatch`: the frame without its 4-byte size prefix). Per input, what
 with a frame, minus the sockets:
 
     decode_request(frame)  -> a KafkaProtocolError is an answer (the connection is closed);
-                              anything else raised is a finding
+                              anything else raised is a finding; what decodes must re-encode
+                              (encode_request) and decode to the same message
     body None              -> ApiVersions gets the KIP-511 v0 fallback, the rest a closed connection
     SaslHandshake/-Auth.   -> the connection's SaslServerSession (server/sasl.py), as the broker does
     everything else        -> Node.handle(header, body, now_ms, Peer(...)), then encode_response
-                              of its answer; parked requests are encoded when they complete
+                              of its answer; parked requests are encoded when they complete;
+                              every answer must decode again (decode_response, as a client does)
 
 Nothing raised by Node.handle, Node.poll, the flush/persist cycle, the SASL session or the
 response encoder is expected: each one is a finding (atheris reports the traceback and saves
@@ -62,7 +64,9 @@ _log = io.StringIO()  # atheris writes a line per instrumented module; keep the 
 with contextlib.redirect_stderr(_log), atheris.instrument_imports(include=["kraftd", "scramp"]):
     from kraftd.protocol import messages as m
     from kraftd.protocol.errors import KafkaProtocolError
-    from kraftd.protocol.framing import decode_request, encode_api_versions_fallback, encode_response
+    from kraftd.protocol.framing import (decode_request, decode_response, encode_api_versions_fallback,
+                                         encode_request, encode_response, frame_bytes)
+    from kraftd.protocol.generator import GeneratedStruct
     from kraftd.protocol.records import BATCH_HEADER_SIZE, build_batch
     from kraftd.quorum.node import Node
     from kraftd.quorum.groups.coordinator import coordinator_of
@@ -241,8 +245,11 @@ class Harness:
             return  # the broker closes the connection
         if body is None:
             if header.request_api_key == 18:
-                encode_api_versions_fallback(header, [])
+                parts: list = []
+                encode_api_versions_fallback(header, parts)
+                decode_response(memoryview(frame_bytes(parts))[4:], 18, 0)
             return  # otherwise: closed, "unsupported api"
+        check_round_trip(header, body)
         key = header.request_api_key
         if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             if self.sasl is None:
@@ -250,7 +257,7 @@ class Harness:
                 if key == SASL_AUTHENTICATE and mode & 0x80:  # a new connection, past the handshake
                     self.sasl.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
             step = self.sasl.handle(key, body)
-            encode_response(header, step.response, [])
+            answer(header, step.response)
             if step.close_reason:
                 self.sasl, self.node_id = None, None
             elif self.sasl.node_id is not None:
@@ -261,7 +268,7 @@ class Harness:
         node_id = self.node_id if self.node_id is not None else (None, None, 1, 2)[mode & 0x03]
         outcome = self.node.handle(header, body, self.now, Peer("127.0.0.1:50000", node_id))
         if type(outcome) is Respond:
-            encode_response(header, outcome.response, [])
+            answer(header, outcome.response)
         elif type(outcome) is Park:
             self.parked[outcome.token] = header
         elif type(outcome) is not NoResponse:
@@ -275,7 +282,39 @@ class Harness:
         for c in completions:
             header = self.parked.pop(c.token, None)
             if header is not None and c.response is not None:
-                encode_response(header, c.response, [])
+                answer(header, c.response)
+
+
+def answer(header, response) -> None:
+    """Encode the answer as the broker does; a client (our own decoder) must be able to read it."""
+    parts: list = []
+    encode_response(header, response, parts)
+    decode_response(memoryview(frame_bytes(parts))[4:], header.request_api_key, header.request_api_version)
+
+
+class Finding(AssertionError):
+    """An outcome the codec's contract rules out (not an exception it raised)."""
+
+
+def check_round_trip(header, body) -> None:
+    """What decodes re-encodes (encode_request, as clients and peers do) and decodes the same."""
+    parts: list = []
+    encode_request(header, body, parts)
+    header2, body2 = decode_request(memoryview(frame_bytes(parts))[4:])
+    if _canon(header2) != _canon(header) or _canon(body2) != _canon(body):
+        raise Finding(f"decode(encode(decoded)) differs:\n  {body!r}\n  {body2!r}")
+
+
+def _canon(x):
+    if isinstance(x, GeneratedStruct):
+        return type(x).__qualname__, tuple(_canon(getattr(x, name)) for name in x._fields)
+    if isinstance(x, list):
+        return [_canon(i) for i in x]
+    if isinstance(x, (memoryview, bytearray)):
+        return bytes(x)
+    if hasattr(x, "view"):  # a zero-copy bytes value
+        return bytes(x.view())
+    return x
 
 
 def fix_produce_crcs(request) -> None:
