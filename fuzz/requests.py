@@ -43,7 +43,10 @@ seeds in fuzz/corpus/requests are only read):
 
     .venv/bin/python -m fuzz.requests -runs=100000 build/fuzz/requests fuzz/corpus/requests
 
-or `make fuzz`. A crash file replays with `.venv/bin/python -m fuzz.requests crash-<sha1>`.
+or `make fuzz`. A crash file replays with `.venv/bin/python -m fuzz.requests crash-<sha1>`; since
+the node keeps state across inputs, a failure also writes every input since the node's last
+fresh start to build/fuzz/requests-history-<pid> (or $KRAFTD_FUZZ_HISTORY), replayed in order
+on a node started the same way by `.venv/bin/python -m fuzz.requests --history <file>`.
 """
 from __future__ import annotations
 
@@ -81,6 +84,7 @@ sys.stderr.write(f"INFO: instrumented {_log.getvalue().count('Instrumenting')} m
 
 import atexit
 import itertools
+import json
 import logging
 import random
 import shutil
@@ -108,19 +112,23 @@ class Harness:
     """One node on a memory disk, and one client connection's state (its SASL session, its
     parked requests)."""
 
-    def __init__(self) -> None:
-        self.now = START_MS
-        self.inputs = 0
-        self.restarts = 0
+    def __init__(self, *, clustered: bool = False, now: int = START_MS, inputs: int = 0, restarts: int = 0) -> None:
+        self.now = now
+        self.inputs = inputs
+        self.restarts = restarts
         self.parked: dict[int, object] = {}
         self.sasl: SaslServerSession | None = None
         self.node_id: int | None = None
         self.credentials = NodeCredentials(SECRET)
         self.setup_outcomes: list = []
+        # The inputs since the last fresh disk (what the node's state depends on), written out
+        # when one fails, so a finding that needed earlier inputs replays (`--history FILE`).
+        self.history: list[bytes] = []
+        self.history_start: dict = {}
         self.tmp = _tmp_root()
         self.disk = self._new_disk()
         self.member_ids = itertools.count(1)
-        self.clustered = False
+        self.clustered = clustered
         self.node = self._open(fresh=True)
 
     def _new_disk(self) -> Disk:
@@ -131,6 +139,10 @@ class Harness:
 
     # -- the node ------------------------------------------------------------------------
     def _open(self, fresh: bool) -> Node:
+        if fresh:
+            self.history = []
+            self.history_start = {"clustered": self.clustered, "now": self.now, "inputs": self.inputs,
+                                  "restarts": self.restarts}
         config = NodeConfig(node_id=1, data_dir=self.disk.snapshot_root, fsync_policy="acks_all",
                             offsets_topic_num_partitions=2, group_initial_rebalance_delay_ms=0,
                             retention_check_interval_ms=60_000, fetch_max_wait_cap_ms=500,
@@ -234,8 +246,12 @@ class Harness:
         if len(data) < 1:
             return
         self.inputs += 1
+        self.history.append(data)
+        self._run(data)
         if self.inputs % RESET_EVERY == 0:
             self.restart()
+
+    def _run(self, data: bytes) -> None:
         mode = data[0]
         if mode & 0x80:
             self.sasl, self.node_id = None, None
@@ -364,12 +380,52 @@ def harness() -> Harness:
 
 
 def test_one_input(data: bytes) -> None:
-    harness().run(data)
+    h = harness()
+    try:
+        h.run(data)
+    except BaseException:
+        path = os.environ.get("KRAFTD_FUZZ_HISTORY") or os.path.join(ROOT, "build", "fuzz",
+                                                                      f"requests-history-{os.getpid()}")
+        write_history(path, h.history_start, h.history)
+        sys.stderr.write(f"\nINFO: the {len(h.history)} inputs since the node's fresh start are in {path}; "
+                         f"replay: .venv/bin/python -m fuzz.requests --history {path}\n")
+        raise
+
+
+def write_history(path: str, start: dict, inputs: list) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(json.dumps(start).encode() + b"\n")
+        for data in inputs:
+            f.write(struct.pack(">I", len(data)) + data)
+
+
+def replay_history(path: str) -> None:
+    """Feed a written history to a node started as that one was; raises what it raised."""
+    with open(path, "rb") as f:
+        start = json.loads(f.readline())
+        raw = f.read()
+    inputs, pos = [], 0
+    while pos < len(raw):
+        n, = struct.unpack_from(">I", raw, pos)
+        inputs.append(raw[pos + 4:pos + 4 + n])
+        pos += 4 + n
+    h = Harness(**start)
+    for i, data in enumerate(inputs):
+        try:
+            h.run(data)
+        except BaseException:
+            sys.stderr.write(f"input {i + 1} of {len(inputs)} failed: {data!r}\n")
+            raise
+    print(f"{len(inputs)} inputs replayed, no failure")
 
 
 def main() -> None:
     logging.disable(logging.CRITICAL)
     _quiet_structlog()
+    if len(sys.argv) == 3 and sys.argv[1] == "--history":
+        replay_history(sys.argv[2])
+        return
     atheris.Setup(sys.argv, test_one_input)
     harness()  # build the node before the first input (not counted against -timeout)
     atheris.Fuzz()
