@@ -34,6 +34,14 @@ class BugSwitches:
     count_unflushed_offset: bool = False   # the leader counts its unflushed log end toward the HW
     vote_not_persisted: bool = False       # a vote is answered without being made durable
     skip_log_check_in_vote: bool = False   # votes are granted whatever the candidate's log
+    # Raft's "Figure 8": a leader moves its HW before the first offset of its own epoch is on a
+    # majority, so entries of an earlier epoch count as committed by replica count alone.
+    hw_before_epoch_start: bool = False
+    # A codec bug: Fetch answers lose DivergingEpoch on the wire (kraftd.protocol.planted);
+    # invisible while messages are passed as objects.
+    codec_drops_diverging_epoch: bool = False
+    # Log recovery keeps a torn last batch whose CRC fails (kraftd.storage.file_log).
+    recovery_keeps_torn_batch: bool = False
 
     def any(self) -> bool:
-        return self.count_unflushed_offset or self.vote_not_persisted or self.skip_log_check_in_vote
+        return any(getattr(self, name) for name in self.__dataclass_fields__)

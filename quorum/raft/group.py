@@ -511,7 +511,9 @@ class RaftGroup:
         if not isinstance(r, Leader):
             return False
         offset = r.progress.majority_offset(self.durable_offset())
-        if offset > r.epoch_start_offset and offset > self.partition.high_watermark:
+        # Raft's commit rule: only an offset of our own epoch commits what comes before it.
+        past_start = offset > r.epoch_start_offset or self.env.bugs.hw_before_epoch_start
+        if past_start and offset > self.partition.high_watermark:
             self.partition.set_high_watermark(offset)
             self.env.hw_moved(self)
             return True

@@ -16,7 +16,7 @@ from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
 from kraftd.quorum.raft.group import SafetyViolation
 
-from .network import Message, Network
+from .network import Message, Network, on_the_wire
 from .stores import Disk
 
 CLUSTER_ID = "sim-cluster-0000000000"
@@ -108,6 +108,7 @@ class Simulation:
         self.admin_problems: list[str] = []
         self.removed_topic_ids: set = set()
         self.events_run = 0
+        self.wire_messages = 0  # node-to-node messages encoded and decoded with the real codec
         self.fault_log: list[str] = []
         self.observers: list = []  # called after every event (invariant checks)
 
@@ -210,7 +211,12 @@ class Simulation:
             self.at(self.now, "crash", sn.id, False, self.rng.choice([5, 50]))
 
     def send(self, message: Message) -> None:
-        for delay in self.network.delays(message):
+        delays = self.network.delays(message)
+        if delays and isinstance(message.source, int) and isinstance(message.destination, int):
+            requester = message.source if message.is_request else message.destination
+            message = on_the_wire(message, f"kraftd-node-{requester}")  # the bytes sent now
+            self.wire_messages += 1
+        for delay in delays:
             self.at(self.now + delay, "deliver", message)
 
     def _on_deliver(self, message: Message) -> None:

@@ -117,6 +117,11 @@ class Invariants:
         self.records_upto: dict = {}     # group -> offset the list is complete to
         self.snapshots_checked: set = set()
         self._holding: dict = {}         # (group, voter) -> (batch, log id, LEO, flushed) when last seen holding
+        # The history oracle: every batch ever committed, as leaders' HWs passed it.
+        self.history: dict = {}          # group -> {base offset: (last offset, crc, leader epoch)}
+        self.history_upto: dict = {}     # group -> offset the history is complete to (None: a gap)
+        self.max_leader_hw: dict = {}    # group -> the highest HW any leader announced
+        self.leadership_start_hw: dict = {}  # (node, group, epoch) -> the HW it led with at first
 
     def __call__(self, sim) -> None:
         self.checked += 1
@@ -141,10 +146,44 @@ class Invariants:
                 if hw < seen:
                     raise Violation(f"{key}: leader {sn.id} HW went back from {seen} to {hw}")
                 self.leader_hw[(sn.id, key, group.epoch)] = hw
+                self._commit_rule(sn, key, group, hw)
                 self._note_commit(sim, key, group)
+            self._followers_behind_leaders(sn)
         self._committed_on_majority(sim)
         if self.checked % self.full_every == 0:
             self.replicas_agree(sim)
+            self.replicas_match_history(sim)
+            self.history_on_majority(sim)
+
+    def _commit_rule(self, sn, key, group, hw: int) -> None:
+        """Raft's commit rule, checked itself: a leader moves the HW it inherited only to an
+        offset past the start of its own epoch (only an entry of its own term commits)."""
+        start = self.leadership_start_hw.setdefault((sn.id, key, group.epoch), hw)
+        if hw > start and hw <= group.role.epoch_start_offset:
+            raise Violation(f"{key}: leader {sn.id} of epoch {group.epoch} moved its HW from {start} to {hw}, not "
+                            f"past its epoch's start offset {group.role.epoch_start_offset} (the commit rule)")
+        self.max_leader_hw[key] = max(self.max_leader_hw.get(key, 0), hw)
+
+    def _followers_behind_leaders(self, sn) -> None:
+        """A follower learns its HW from a leader: it never passes the highest a leader announced."""
+        for key, group in sn.node.replication.groups.items():
+            hw = group.partition.high_watermark
+            if group.is_leader:
+                continue
+            if group.role.name == "Resigned":
+                # It led this epoch: its HW may have moved in the event that ended its leadership.
+                self.max_leader_hw[key] = max(self.max_leader_hw.get(key, 0), hw)
+                continue
+            if hw > self.max_leader_hw.get(key, 0) and not self._restored(sn, key, hw):
+                raise Violation(f"{key}: node {sn.id}'s HW {hw} is past every leader's "
+                                f"({self.max_leader_hw.get(key, 0)})")
+
+    def _restored(self, sn, key, hw: int) -> bool:
+        """A HW at a snapshot's end (an installed snapshot, or a node's own from before a disk
+        loss never happens: snapshots hold committed data only) is below what leaders announced
+        unless the invariant joined the run late; the snapshot check covers its content."""
+        snapshots = sn.node.snapshots.get(key)
+        return snapshots is not None and any(sid.end_offset == hw for sid in snapshots.store.ids())
 
     def _note_commit(self, sim, key, group) -> None:
         hw = group.partition.high_watermark
@@ -152,6 +191,7 @@ class Invariants:
         if known is not None and known[0] >= hw:
             return
         log = group.partition.log
+        self._extend_history(key, log, hw)
         upto = self.records_upto.get(key, 0)
         if upto is not None and hw > upto:
             if log.log_start_offset > upto:
@@ -167,6 +207,66 @@ class Invariants:
         h = _header_at(log, hw - 1)
         if h is not None:
             self.committed[key] = (hw, (h.base_offset, h.last_offset, h.crc))
+
+    def _extend_history(self, key, log, hw: int) -> None:
+        """Record every batch below a leader's new HW; a committed batch never changes."""
+        upto = self.history_upto.get(key, 0)
+        if upto is None or hw <= upto:
+            return
+        if log.log_start_offset > upto:
+            self.history_upto[key] = None  # committed while we were not looking (a snapshot): no gapless history
+            return
+        history = self.history.setdefault(key, {})
+        for b in _batches(log, upto, hw):
+            base, last, crc, epoch = b[0], b[1], b[2], b[3]
+            known = history.get(base)
+            if known is not None and known != (last, crc, epoch):
+                raise Violation(f"{key}: the committed batch at {base} was {known}, a leader now has "
+                                f"{(last, crc, epoch)} there")
+            history[base] = (last, crc, epoch)
+            upto = max(upto, last + 1)
+        self.history_upto[key] = max(upto, self.history_upto.get(key) or 0)
+
+    def replicas_match_history(self, sim) -> None:
+        """Every live replica's batches below its own HW are the committed ones, batch by batch."""
+        for sn in sim.nodes.values():
+            if sn.node is None:
+                continue
+            for key, group in sn.node.replication.groups.items():
+                history = self.history.get(key)
+                upto = self.history_upto.get(key)
+                if not history or upto is None:
+                    continue
+                p = group.partition
+                for b in _batches(p.log, p.log.log_start_offset, min(p.high_watermark, upto)):
+                    known = history.get(b[0])
+                    if known is not None and known != (b[1], b[2], b[3]):
+                        raise Violation(f"node {sn.id} {key}: batch at {b[0]} below its HW {p.high_watermark} is "
+                                        f"{(b[1], b[2], b[3])}, the committed one is {known}")
+
+    def history_on_majority(self, sim) -> None:
+        """Every committed batch (not only the last) is durably on a majority of voters."""
+        for key, history in self.history.items():
+            voters = sim.voters_of(key[0])
+            if not voters or self.history_upto.get(key) is None:
+                continue
+            logs = []
+            abstaining = 0
+            for v in voters:
+                if _abstains(sim.nodes[v], key):
+                    abstaining += 1
+                    continue
+                log = sim.nodes[v].disk.logs.get(key)
+                if log is not None:
+                    durable = min(log.flushed_offset, log.log_end_offset)
+                    start = log.log_start_offset
+                    held = {b[0]: (b[1], b[2], b[3]) for b in _batches(log, start, durable)}
+                    logs.append((start, held))
+            for base, batch in history.items():
+                holding = abstaining + sum(1 for start, held in logs if start > base or held.get(base) == batch)
+                if holding * 2 <= len(voters):
+                    raise Violation(f"{key}: committed batch {base}..{batch[0]} (epoch {batch[2]}) is durable on only "
+                                    f"{holding} of {len(voters)} voters")
 
     def _snapshots_sit_at_log_start(self, sn) -> None:
         """KIP-630: once the log start has moved, the earliest snapshot sits exactly there; and

@@ -2,8 +2,12 @@
 cut by symmetric or one-way partitions. Every choice comes from the run's seeded RNG."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
+
+from kraftd.protocol import messages as m
+from kraftd.protocol.framing import decode_request, decode_response, encode_request, encode_response, frame_bytes
 
 
 @dataclass(slots=True)
@@ -16,6 +20,22 @@ class Message:
     correlation_id: int
     body: Any
     incarnation: int = 0   # of the requesting node: an answer to an earlier life is dropped
+
+
+def on_the_wire(message: Message, client_id: str) -> Message:
+    """The message as the other node decodes it: encoded at its version with the project's codec
+    (the bytes a socket would carry), then decoded. Version-gated fields, tagged fields and codec
+    bugs show as they would between real processes."""
+    header = m.RequestHeader(request_api_key=message.api_key, request_api_version=message.api_version,
+                             correlation_id=message.correlation_id, client_id=client_id)
+    parts: list = []
+    if message.is_request:
+        encode_request(header, message.body, parts)
+        _, body = decode_request(memoryview(frame_bytes(parts))[4:])
+    else:
+        encode_response(header, message.body, parts)
+        _, body = decode_response(memoryview(frame_bytes(parts))[4:], message.api_key, message.api_version)
+    return dataclasses.replace(message, body=body)
 
 
 class Network:

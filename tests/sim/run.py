@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from kraftd.protocol import planted
 from kraftd.quorum.raft.config import BugSwitches
 from kraftd.quorum.raft.group import SafetyViolation
 
@@ -53,6 +54,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         import dataclasses
         rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
     sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
+    planted.drop_diverging_epoch = bool(bugs and bugs.codec_drops_diverging_epoch)
     invariants = Invariants()
     sim.observers.append(invariants)
     result = RunResult(seed, True, shape=f"{nodes} nodes x {groups} groups, {rates}")
@@ -89,6 +91,8 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         else:
             raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}")
         invariants.replicas_agree(sim)
+        invariants.replicas_match_history(sim)
+        invariants.history_on_majority(sim)
         invariants.acknowledged_survive(sim, producers)
         invariants.consumer_read_committed(consumer)
         _check_admin(sim, admin)
@@ -101,6 +105,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
     finally:
+        planted.drop_diverging_epoch = False
         sim.discard()
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)
@@ -146,32 +151,44 @@ def _check_admin(sim, admin) -> None:
                                 f"replicas {live.get(topic)}")
 
 
-def _converged(sim) -> bool:
-    for topic, voters in [(t, a[0]) for t, _, a in sim.topics] + sim.metadata_groups():
-        key = (topic, 0)
-        leader = None
-        for v in voters:
-            sn = sim.nodes[v]
-            if sn.node is None:
-                return False
-            group = sn.node.replication.groups.get(key)
-            if group is not None and group.is_leader:
-                leader = group
-        if leader is None:
+def _all_groups(sim) -> list:
+    """(topic, voters) of every group: the seed's data topics, the metadata quorum, admin topics."""
+    return [(t, a[0]) for t, _, a in sim.topics] + sim.metadata_groups()
+
+
+def _group_converged(sim, topic: str, voters) -> bool:
+    key = (topic, 0)
+    leader = None
+    for v in voters:
+        sn = sim.nodes[v]
+        if sn.node is None:
             return False
-        end, hw = leader.partition.log.log_end_offset, leader.partition.high_watermark
-        if hw != end:
+        group = sn.node.replication.groups.get(key)
+        if group is not None and group.is_leader:
+            leader = group
+    if leader is None:
+        return False
+    end, hw = leader.partition.log.log_end_offset, leader.partition.high_watermark
+    if hw != end:
+        return False
+    for v in voters:
+        p = sim.nodes[v].node.topics.partition(*key)
+        if p is None or p.log.log_end_offset != end or p.high_watermark != hw:
             return False
-        for v in voters:
-            p = sim.nodes[v].node.topics.partition(*key)
-            if p is None or p.log.log_end_offset != end or p.high_watermark != hw:
-                return False
     return True
 
 
+def _converged(sim) -> bool:
+    return all(_group_converged(sim, topic, voters) for topic, voters in _all_groups(sim))
+
+
 def _status(sim) -> str:
+    """Every group that did not converge (the metadata quorum and admin topics included), replica
+    by replica."""
     parts = []
-    for topic, _, (voters,) in sim.topics:
+    for topic, voters in _all_groups(sim):
+        if _group_converged(sim, topic, voters):
+            continue
         key = (topic, 0)
         for v in voters:
             sn = sim.nodes[v]
