@@ -22,7 +22,7 @@ DAY_MS = 24 * 3600 * 1000
 SHELL_ONLY = frozenset({
     "listen", "metrics_listen", "log_format", "log_level",
     "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes", "fsync_aio",
-    "cluster_secret", "cluster_secret_file",
+    "cluster_secret", "cluster_secret_file", "max_connections", "max_connections_per_ip",
 })
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
@@ -87,6 +87,18 @@ class Settings(BaseSettings):
 
     auto_create_topics: bool = True
     default_partitions: int = Field(1, gt=0)
+    # Auto-creation (Metadata, Produce) takes a token from a bucket of auto_create_topics_burst
+    # refilled at auto_create_topics_rate per second, and stops once the cluster holds
+    # auto_create_topics_max topics; a refused one is UNKNOWN_TOPIC_OR_PARTITION (retriable).
+    auto_create_topics_rate: float = Field(10.0, gt=0)
+    auto_create_topics_burst: int = Field(100, gt=0)
+    auto_create_topics_max: int = Field(1_000, gt=0)
+    # Partitions the cluster may hold: CreateTopics past it is POLICY_VIOLATION.
+    max_partitions: int = Field(20_000, gt=0)
+    # Kafka's producer.id.expiration.ms: an idempotent producer's state (epoch, last sequences)
+    # is forgotten after this long without a batch, checked every ..._check_interval_ms.
+    producer_id_expiration_ms: int = Field(DAY_MS, gt=0)
+    producer_id_expiration_check_interval_ms: int = Field(600_000, gt=0)
     segment_bytes: int = Field(GIB, gt=0)
     index_interval_bytes: int = Field(4096, gt=0)
     retention_ms: int = Field(7 * DAY_MS, ge=-1)  # -1: keep forever
@@ -95,6 +107,13 @@ class Settings(BaseSettings):
     message_max_bytes: int = Field(1_048_588, gt=0)
     socket_request_max_bytes: int = Field(104_857_600, gt=0)
     connections_max_idle_ms: int = Field(600_000, gt=0)
+    # Kafka's max.connections and max.connections.per.ip (unbounded there): a connection over
+    # either is closed as soon as it is accepted. Loopback counts as one address like any other.
+    max_connections: int = Field(10_000, gt=0)
+    max_connections_per_ip: int = Field(1_000, gt=0)
+    # A parked acks=-1 Produce, CreateTopics or DeleteTopics waits at most this long, whatever
+    # the timeout_ms it carries (REQUEST_TIMED_OUT then, as at its own timeout).
+    request_timeout_cap_ms: int = Field(60_000, gt=0)
 
     # acks_all: an acks=-1 produce is answered only after its data is fsynced; other appends are
     #   fsynced by the background group-commit loop every flush_interval_ms.
@@ -116,6 +135,10 @@ class Settings(BaseSettings):
     fetch_max_wait_cap_ms: int = Field(30_000, ge=0)
     max_incremental_fetch_session_cache_slots: int = Field(1000, ge=0)
     min_incremental_fetch_session_eviction_ms: int = Field(120_000, ge=0)
+    # A full fetch naming more partitions (unknown ones included) opens no session: it is
+    # answered in full with session id 0; an incremental fetch growing a session past it ends
+    # the session (FETCH_SESSION_ID_NOT_FOUND, the client falls back to full fetches).
+    max_incremental_fetch_session_partitions: int = Field(10_000, gt=0)
     snapshot_min_changed_records_ratio: float = Field(0.5, gt=0, le=1)
     snapshot_max_bytes_between: int = Field(20 * MIB, gt=0)
     snapshot_start_offset_lag_time_max_ms: int = Field(7 * DAY_MS, gt=0)
@@ -145,6 +168,10 @@ class Settings(BaseSettings):
     group_max_session_timeout_ms: int = Field(1_800_000, gt=0)
     offsets_retention_minutes: int = Field(7 * 24 * 60, gt=0)
     offsets_retention_check_interval_ms: int = Field(600_000, gt=0)
+    # Groups one coordinator holds (a new one past it is GROUP_MAX_SIZE_REACHED) and Kafka's
+    # group.max.size (members, KIP-394 pending ones included; unbounded on Kafka).
+    max_groups: int = Field(10_000, gt=0)
+    group_max_size: int = Field(1_000, gt=0)
 
     @field_validator("listen", "metrics_listen")
     @classmethod

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .fetch_sessions import FetchSessionCache
 from .fetch_sessions.contexts import partition_key_int
+from .limits import Refusals
 from .handlers import HANDLERS
 from .handlers.context import LATENCY_SAMPLES_KEPT, HandlerContext
 from .node_claims import is_refused, refusal
@@ -63,6 +64,8 @@ class Node:
         self._completions: list[Completion] = []
         self._next_retention_ms = 0
         self._next_gate_ms = 0
+        self._next_producer_expiry_ms = 0
+        self.producer_ids_expired = 0  # kraftd_producer_ids_expired_total
         self._now_ms = 0  # the time of the call being handled (topics created mid-request need it)
         self._open_snapshot_store = open_snapshot_store
         self._clock = clock  # a monotonic seconds clock, only to report how long loading took
@@ -78,9 +81,12 @@ class Node:
         self.topics = TopicRegistry(config, catalog, open_log, self._make_partition)
         producer_ids = ProducerIdAllocator(producer_id_store)
         # Session ids come from a CSPRNG (KIP-227: unguessable); simulations inject a seeded source.
+        # What the caps refused (kraftd_refused_total{what}); quorum/limits.py.
+        self.refusals = Refusals()
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
-            new_session_id or _random_session_id)
+            new_session_id or _random_session_id, max_partitions=config.max_incremental_fetch_session_partitions,
+            refusals=self.refusals)
         cluster_id = cluster_id or (cluster_id_for(config.voters) if config.clustered else catalog.cluster_id())
         self.replication = Replication(
             config.node_id, config=raft_config or RaftConfig(), rng=rng or random.Random(secrets.randbits(64)),
@@ -96,7 +102,7 @@ class Node:
             config=config, cluster_id=cluster_id, topics=self.topics, purgatory=self._purgatory,
             allocate_producer_id=producer_ids.allocate, create_topic=self._create_topic,
             fetch_sessions=self.fetch_sessions, replication=self.replication, plane=self.plane,
-            delete_topic=self.delete_topic, clock=clock,
+            delete_topic=self.delete_topic, clock=clock, refusals=self.refusals,
         )
         if self.plane is not None:
             self.plane.ctx = self._ctx
@@ -414,6 +420,18 @@ class Node:
         self._after_handling(now_ms)
         return outcome
 
+    def cancel_parked(self, tokens, now_ms: int) -> int:
+        """The client connection these parked requests (Park tokens) came on has closed: drop
+        the parked produces, fetches and forwarded requests among them. Returns how many."""
+        self._now_ms = now_ms
+        return self._purgatory.cancel(tokens)
+
+    def metrics_values(self) -> dict:
+        """Exposed as kraftd_<key> by the shell's /metrics (a counter when it ends in _total)."""
+        return {"producer_ids_expired_total": self.producer_ids_expired,
+                "producer_states": self.producer_state_count(),
+                "parked_requests": len(self._purgatory)}
+
     def on_response(self, source: int, correlation_id: int, response, now_ms: int) -> None:
         self._now_ms = now_ms
         self.replication.on_response(source, correlation_id, response, now_ms)
@@ -546,6 +564,9 @@ class Node:
             self._apply_retention(now_ms)
             self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
             self._next_gate_ms = now_ms
+        if now_ms >= self._next_producer_expiry_ms:
+            self._expire_producers(now_ms)
+            self._next_producer_expiry_ms = now_ms + self.config.producer_id_expiration_check_interval_ms
         if now_ms >= self._next_gate_ms:
             # Cheap (snapshot partitions only): a replica that went away stops holding back
             # the log start once it is no longer live, not at the next retention check.
@@ -662,7 +683,8 @@ class Node:
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._purgatory.next_deadline_ms(), self.replication.next_deadline_ms(),
-                                 self._next_retention_ms, self._next_gate_ms if self.snapshots else None)
+                                 self._next_retention_ms, self._next_gate_ms if self.snapshots else None,
+                                 self._next_producer_expiry_ms)
                      if d is not None]
         if self.plane is not None:
             deadlines.append(self.plane.next_deadline_ms())
@@ -682,6 +704,20 @@ class Node:
             self.replication.on_flushed(partition, flushed_offset, now_ms)
         done, self._completions = self._completions, []
         return done
+
+    def _expire_producers(self, now_ms: int) -> None:
+        """producer_id_expiration_ms: idempotent producers idle that long are forgotten (a
+        later batch of theirs must start at sequence 0 again, or gets UNKNOWN_PRODUCER_ID)."""
+        expiration = self.config.producer_id_expiration_ms
+        expired = 0
+        for partition in self.topics.partitions():
+            expired += partition.log.producer_state.expire_idle(now_ms, expiration)
+        if expired:
+            self.producer_ids_expired += expired
+            log.info("expired %d idle producer states", expired)
+
+    def producer_state_count(self) -> int:
+        return sum(len(p.log.producer_state) for p in self.topics.partitions())
 
     def _apply_retention(self, now_ms: int) -> None:
         for partition in self.topics.partitions():

@@ -21,6 +21,13 @@ class NodeConfig:
     advertised_port: int = 9092
     auto_create_topics: bool = True
     default_partitions: int = 1
+    auto_create_topics_rate: float = 10.0   # tokens per second ...
+    auto_create_topics_burst: int = 100     # ... into a bucket this big; one per auto-created topic
+    auto_create_topics_max: int = 1_000     # no auto-creation once the cluster holds this many topics
+    max_partitions: int = 20_000            # CreateTopics past this many partitions: POLICY_VIOLATION
+    producer_id_expiration_ms: int = DAY_MS
+    producer_id_expiration_check_interval_ms: int = 600_000
+    request_timeout_cap_ms: int = 60_000    # a parked Produce/CreateTopics/DeleteTopics waits at most this
     segment_bytes: int = GIB
     index_interval_bytes: int = 4096
     retention_ms: int = 7 * DAY_MS
@@ -36,6 +43,7 @@ class NodeConfig:
     fetch_max_wait_cap_ms: int = 30_000
     max_incremental_fetch_session_cache_slots: int = 1000
     min_incremental_fetch_session_eviction_ms: int = 120_000
+    max_incremental_fetch_session_partitions: int = 10_000
     snapshot_min_changed_records_ratio: float = 0.5
     snapshot_max_bytes_between: int = 20 * MIB
     snapshot_start_offset_lag_time_max_ms: int = 7 * DAY_MS
@@ -51,6 +59,8 @@ class NodeConfig:
     group_max_session_timeout_ms: int = 1_800_000
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
+    max_groups: int = 10_000
+    group_max_size: int = 1_000
     extra: dict = field(default_factory=dict)
 
     @property

@@ -10,6 +10,8 @@ from .outcomes import Completion
 
 class DelayedOperation(Protocol):
     deadline_ms: int
+    # Optional: `cancel_on_disconnect = True` lets cancel() drop the operation when its client's
+    # connection closes (nothing else waits on it), and `cancelled()` is then called.
 
     def watch_keys(self) -> Iterable[Hashable]: ...
 
@@ -84,6 +86,22 @@ class Purgatory:
             self._watchers.setdefault(key, set()).add(token)
         heapq.heappush(self._deadlines, (op.deadline_ms, token))
         return token
+
+    def cancel(self, tokens: Iterable[int]) -> int:
+        """The connection these parked requests came on has closed: drop those that allow it
+        (`cancel_on_disconnect`); the others (group and metadata writes, whose completion
+        changes state) run to their end and their answers are dropped. Returns how many went."""
+        dropped = 0
+        for token in tokens:
+            op = self._ops.get(token)
+            if op is None or not getattr(op, "cancel_on_disconnect", False):
+                continue
+            self._remove(token)  # its deadline stays in the heap until due, then is skipped
+            hook = getattr(op, "cancelled", None)
+            if hook is not None:
+                hook()
+            dropped += 1
+        return dropped
 
     def notify(self, keys: Iterable[Hashable], now_ms: int) -> list[Completion]:
         """Something changed on these partitions: complete whatever now can.

@@ -16,6 +16,7 @@ from kraftd.config.settings import Settings, format_host_port
 
 from .broker import Broker, now_ms
 from .connection import KafkaConnection
+from .connection_limits import ConnectionLimits
 from .hw_checkpoints import HighWatermarkCheckpointer
 from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
@@ -85,7 +86,8 @@ class KraftdServer:
         self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics,
                              fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio,
-                             node_credentials=credentials)
+                             node_credentials=credentials,
+                             limits=ConnectionLimits(s.max_connections, s.max_connections_per_ip))
         self.broker.on_fatal = self.request_stop
         if s.voters:
             from kraftd.config.settings import parse_voters

@@ -16,6 +16,7 @@ from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
+from .connection_limits import ConnectionLimits
 from .log_flusher import LogFlusher
 from .metrics import ServerMetrics
 from .node_auth import NodeCredentials
@@ -40,7 +41,8 @@ class Broker:
 
     def __init__(self, node: Any, *, fsync_policy: str, flush_interval_ms: int,
                  metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0,
-                 aio: Any = None, node_credentials: NodeCredentials | None = None) -> None:
+                 aio: Any = None, node_credentials: NodeCredentials | None = None,
+                 limits: ConnectionLimits | None = None) -> None:
         if codec is None:
             from kraftd.protocol import framing as codec
         self.node = node
@@ -70,6 +72,10 @@ class Broker:
         self.on_fatal = lambda: None
         self._api_names: dict[int, str] = {}
         self.node_credentials = node_credentials  # None: no cluster secret, no node can authenticate
+        # max_connections / max_connections_per_ip (None: unbounded, tests' fake setups)
+        self.limits = limits
+        self._refusal_logged_at = 0.0
+        self._refusals_unlogged = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -105,12 +111,49 @@ class Broker:
         self._election_pool.shutdown(wait=False)
 
     # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
-    def connection_made(self, conn: KafkaConnection) -> None:
+    def connection_made(self, conn: KafkaConnection) -> bool:
+        if self.limits is not None:
+            refused = self.limits.admit(conn.peer_host)
+            if refused is not None:
+                self.metrics.refuse(refused)
+                self._log_refusal(conn, refused)
+                return False
         self.connections.add(conn)
+        return True
+
+    def _log_refusal(self, conn: KafkaConnection, what: str) -> None:
+        """At most one line every 10 s: a flood of refused connections must not flood the log."""
+        self._refusals_unlogged += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= 10.0:
+            limits = self.limits
+            log.warning("refused connections", peer=conn.peer, cap=what, refused=self._refusals_unlogged,
+                        open=limits.open, from_this_ip=limits.from_ip(conn.peer_host),
+                        max_connections=limits.max_connections, max_connections_per_ip=limits.max_connections_per_ip)
+            self._refusal_logged_at = now
+            self._refusals_unlogged = 0
 
     def connection_lost(self, conn: KafkaConnection) -> None:
-        # Its parked requests stay in _parked until the node completes them; then dropped.
+        if conn not in self.connections:
+            return  # refused at once (connection limits)
         self.connections.discard(conn)
+        if self.limits is not None:
+            self.limits.release(conn.peer_host)
+        if conn.parked:
+            # Its parked produces, fetches and forwarded requests are dropped now rather than
+            # held to their deadline; other parked requests (group and metadata writes) run to
+            # their end in the node and their answers are dropped here.
+            tokens, conn.parked = conn.parked, set()
+            for token in tokens:
+                self._parked.pop(token, None)
+            cancel = getattr(self.node, "cancel_parked", None)
+            if cancel is not None:
+                try:
+                    dropped = cancel(tokens, now_ms())
+                except Exception:
+                    log.exception("cancelling parked requests failed", peer=conn.peer)
+                    dropped = 0
+                self.metrics.parked_cancelled.inc(dropped)
 
     def dispatch(self, conn: KafkaConnection, frame: memoryview) -> ResponseSlot | None:
         codec = self._codec
@@ -142,6 +185,7 @@ class Broker:
         if type(outcome) is Park:
             slot = ResponseSlot(conn, api)
             self._parked[outcome.token] = (slot, header)
+            conn.parked.add(outcome.token)
             self._batch_parked = True
             if key == PRODUCE_KEY:  # waiting for durability: fsync now, not at the next tick
                 self._flush_wakeup.set()
@@ -197,6 +241,7 @@ class Broker:
                 continue
             slot, header = entry
             conn = slot.conn
+            conn.parked.discard(c.token)
             if conn.closed:
                 continue
             try:

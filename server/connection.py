@@ -33,7 +33,7 @@ class CloseConnection(Exception):
 class Dispatcher(TypingProtocol):
     def dispatch(self, conn: "KafkaConnection", frame: memoryview) -> "ResponseSlot | None": ...
     def batch_done(self, conn: "KafkaConnection") -> None: ...
-    def connection_made(self, conn: "KafkaConnection") -> None: ...
+    def connection_made(self, conn: "KafkaConnection") -> bool | None: ...  # False: refused
     def connection_lost(self, conn: "KafkaConnection") -> None: ...
 
 
@@ -67,6 +67,8 @@ class KafkaConnection(asyncio.Protocol):
         self._last_active = 0.0
         self._closing_reason = ""  # set: close once the answers owed so far are written
         self.peer = ""
+        self.peer_host = ""  # the client's address, the key of max_connections_per_ip
+        self.parked: set[int] = set()  # tokens of this connection's parked requests (the dispatcher's)
         self.sasl = None  # server.sasl.SaslServerSession, made by the dispatcher on first use
 
     @property
@@ -86,13 +88,17 @@ class KafkaConnection(asyncio.Protocol):
                 pass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = peer[0] if isinstance(peer, tuple) else str(peer)
         self._loop = loop = asyncio.get_running_loop()
         self._last_active = loop.time()
-        self._idle_handle = loop.call_later(self._idle_timeout, self._check_idle)
         if self._metrics is not None:
             self._metrics.connections.inc()
             self._metrics.connections_open.inc()
-        self._dispatcher.connection_made(self)
+        if self._dispatcher.connection_made(self) is False:
+            # Over max_connections or max_connections_per_ip: closed at once, as Kafka does.
+            self.abort("connection limit")
+            return
+        self._idle_handle = loop.call_later(self._idle_timeout, self._check_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_handle is not None:

@@ -91,8 +91,18 @@ class ServerMetrics:
                                                "Time to load a partition's state from its latest snapshot "
                                                "and the log after it (ms)", ["topic", "partition"],
                                                buckets=SNAPSHOT_MS_BUCKETS, registry=r)
+        # Caps (issue 21, item 4): what each refused, the shell's (connections) and the core's
+        # (node.refusals), as one family kraftd_refused_total{what}.
+        self.refused: dict[str, int] = {}
+        self._get_node: Callable[[], Any] = lambda: None
+        r.register(RefusedCollector(self))
+        self.parked_cancelled = Counter("kraftd_parked_cancelled", "Parked produces, fetches and forwarded "
+                                        "requests dropped because their client's connection closed", registry=r)
         self._req_children: dict[tuple[str, int], LoopCounter] = {}
         self._lat_children: dict[str, LoopHistogram] = {}
+
+    def refuse(self, what: str) -> None:
+        self.refused[what] = self.refused.get(what, 0) + 1
 
     def request_counter(self, api: str, version: int) -> LoopCounter:
         key = (api, version)
@@ -115,7 +125,43 @@ class ServerMetrics:
 
     def watch_node(self, get_node: Callable[[], Any]) -> None:
         """Expose the node's per-partition offsets and extra values at scrape time."""
+        self._get_node = get_node
         self.registry.register(NodeCollector(get_node))
+
+
+# Every cap's label, exported from the start (at 0) so dashboards and alerts find the series.
+REFUSED_WHAT = {
+    "connections": "max_connections",
+    "connections_per_ip": "max_connections_per_ip",
+    "fetch_session_partitions": "max_incremental_fetch_session_partitions",
+    "auto_create_rate": "auto_create_topics_rate / auto_create_topics_burst",
+    "auto_create_total": "auto_create_topics_max",
+    "partitions": "max_partitions",
+    "groups": "max_groups",
+    "group_members": "group_max_size",
+    "request_timeout": "request_timeout_cap_ms (a parked request's timeout cut down)",
+}
+
+
+class RefusedCollector(Collector):
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable:
+        return []
+
+    def collect(self) -> Iterable:
+        counts = dict.fromkeys(REFUSED_WHAT, 0)
+        for what, n in self._metrics.refused.items():
+            counts[what] = counts.get(what, 0) + n
+        node = self._metrics._get_node()
+        for what, n in (getattr(node, "refusals", None) or {}).items():
+            counts[what] = counts.get(what, 0) + n
+        fam = CounterMetricFamily("kraftd_refused", "What the caps refused, by cap (" + ", ".join(
+            f"{k}: {v}" for k, v in REFUSED_WHAT.items()) + ")", labels=["what"])
+        for what, n in sorted(counts.items()):
+            fam.add_metric([what], n)
+        yield fam
 
 
 class NodeCollector(Collector):

@@ -87,6 +87,9 @@ class ProducerEntry:
     producer_epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    # The node's time at the first expiry check after this producer's latest batch (an upper
+    # bound on when it was last active); -1 until that check.
+    last_seen_ms: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -105,6 +108,9 @@ def next_sequence(seq: int) -> int:
 class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        # Producers with a batch since the last expire_idle(): stamped with its time there, so
+        # the table needs no clock of its own (the node's time is the only one, sans-IO).
+        self._touched: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -170,8 +176,26 @@ class ProducerStateTable:
         if entry is None or producer_epoch > entry.producer_epoch:
             entry = self._producers[producer_id] = ProducerEntry(producer_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        self._touched.add(producer_id)
         if not is_control and first_seq != NO_SEQUENCE:
             entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+
+    def expire_idle(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's producer.id.expiration.ms: forget producers whose last batch was appended at
+        least `expiration_ms` ago (an entry is stamped `now_ms` at the first call after each of
+        its batches, so with calls every interval, expiry comes between `expiration_ms` and
+        `expiration_ms` + interval after the last batch). Returns how many were forgotten."""
+        producers = self._producers
+        for pid in self._touched:
+            entry = producers.get(pid)
+            if entry is not None:
+                entry.last_seen_ms = now_ms
+        self._touched.clear()
+        cutoff = now_ms - expiration_ms
+        gone = [pid for pid, e in producers.items() if e.last_seen_ms <= cutoff]
+        for pid in gone:
+            del producers[pid]
+        return len(gone)
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is below the log start (Kafka does the same)."""
@@ -182,9 +206,11 @@ class ProducerStateTable:
         ]
         for pid in gone:
             del self._producers[pid]
+            self._touched.discard(pid)
 
     def clear(self) -> None:
         self._producers.clear()
+        self._touched.clear()
 
     def snapshot(self) -> dict:
         """JSON-able copy (used for the clean-shutdown snapshot)."""
@@ -192,6 +218,7 @@ class ProducerStateTable:
             str(pid): {
                 "epoch": e.producer_epoch,
                 "ts": e.last_timestamp,
+                "seen": -1 if pid in self._touched else e.last_seen_ms,
                 "batches": [list(b) for b in e.batches],
             }
             for pid, e in self._producers.items()
@@ -201,9 +228,11 @@ class ProducerStateTable:
     def from_snapshot(cls, data: dict) -> "ProducerStateTable":
         table = cls()
         for pid, e in data.items():
-            entry = ProducerEntry(int(e["epoch"]), last_timestamp=int(e["ts"]))
+            entry = ProducerEntry(int(e["epoch"]), last_timestamp=int(e["ts"]), last_seen_ms=int(e.get("seen", -1)))
             entry.batches.extend(BatchMetadata(*b) for b in e["batches"])
             table._producers[int(pid)] = entry
+            if entry.last_seen_ms < 0:
+                table._touched.add(int(pid))  # active before the shutdown: stamped at the next check
         return table
 
 

@@ -8,9 +8,14 @@ from .session import FetchSession
 
 
 class FetchSessionCache:
-    def __init__(self, max_slots: int, eviction_ms: int, new_id: Callable[[], int]) -> None:
+    def __init__(self, max_slots: int, eviction_ms: int, new_id: Callable[[], int], *,
+                 max_partitions: int = 10_000, refusals=None) -> None:
         self.max_slots = max_slots
         self.eviction_ms = eviction_ms
+        # Partitions one session may hold, unknown ones included
+        # (max_incremental_fetch_session_partitions); refusals counted in `refusals`.
+        self.max_partitions = max_partitions
+        self.refusals = refusals
         self._new_id = new_id  # a CSPRNG in production, a seeded generator in simulations
         self._sessions: dict[int, FetchSession] = {}
         self.evictions = 0
@@ -32,6 +37,14 @@ class FetchSessionCache:
     def touch(self, session: FetchSession, now_ms: int) -> None:
         # Every use counts, or busy sessions would look idle (KAFKA-9137).
         session.last_used_ms = now_ms
+
+    def too_big(self, partitions: int) -> bool:
+        """A session of this many partitions is refused (counted)."""
+        if partitions <= self.max_partitions:
+            return False
+        if self.refusals is not None:
+            self.refusals.refuse("fetch_session_partitions")
+        return True
 
     def close(self, session_id: int, principal) -> None:
         """The owner ends its own session; this is not an eviction."""

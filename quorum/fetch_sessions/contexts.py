@@ -54,7 +54,9 @@ class FullContext(SessionlessContext):
         self._uses_topic_ids = uses_topic_ids
 
     def response(self, results: list, build, now_ms: int) -> FetchResponse:
-        if not self.fetches:
+        if not self.fetches or self._cache.too_big(len(self.fetches)):
+            # Over max_incremental_fetch_session_partitions: answered in full, no session (the
+            # client goes on with full fetches, as when no slot is free).
             return build(self.fetches, results, 0)
         # The time of answering, as Kafka: a long poll may have let another session go idle.
         session = self._cache.create(now_ms, privileged=self._privileged, principal=self._principal,
@@ -166,6 +168,11 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
                        fetch.current_leader_epoch, fetch.last_fetched_epoch)
     for key in forgotten_keys(request, version, topics):
         session.remove(key)
+    if cache.too_big(len(session)):
+        # Grown past max_incremental_fetch_session_partitions: the session ends, and the client
+        # starts over with a full fetch (which then opens no session).
+        cache.close(session.id, principal)
+        return ErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if len(session) == 0:
         # Removing every partition ends the session.
         cache.close(session.id, principal)

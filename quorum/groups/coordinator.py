@@ -178,6 +178,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return None if group is None or group.state is GroupState.DEAD else group
 
+    def room_for(self, group_id: str) -> bool:
+        """May `group_id` be created? False (counted) once `max_groups` groups are held."""
+        if group_id in self.groups or len(self.groups) < self.settings.max_groups:
+            return True
+        self.ctx.refusals.refuse("groups")
+        return False
+
     def get_or_create(self, group_id: str, now_ms: int) -> Group:
         group = self.group(group_id)
         if group is None:

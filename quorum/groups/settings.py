@@ -13,7 +13,8 @@ class GroupSettings:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
-    group_max_size: int = 2**31 - 1
+    group_max_size: int = 1_000                     # Kafka's group.max.size (unbounded there)
+    max_groups: int = 10_000                        # groups one coordinator holds
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096

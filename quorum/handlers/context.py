@@ -8,6 +8,7 @@ from typing import Callable
 from kraftd.protocol.errors import ErrorCode
 
 from ..fetch_sessions import FetchSessionCache
+from ..limits import AutoCreateLimiter, Refusals
 from ..node_config import NodeConfig
 from ..purgatory import Purgatory
 from ..topics import Topic, TopicRegistry
@@ -36,10 +37,37 @@ class HandlerContext:
     # The group coordinator (quorum.groups.coordinator.GroupCoordinator), made on first use.
     groups: object = None
     clock: Callable[[], float] | None = None  # monotonic seconds, only to measure load times
+    # What the caps refused (kraftd_refused_total{what}) and the auto-creation limiter.
+    refusals: Refusals = field(default_factory=Refusals)
+    auto_creates: AutoCreateLimiter | None = None
+
+    def __post_init__(self) -> None:
+        if self.auto_creates is None:
+            c = self.config
+            self.auto_creates = AutoCreateLimiter(c.auto_create_topics_rate, c.auto_create_topics_burst,
+                                                  c.auto_create_topics_max, self.refusals)
 
     @property
     def node_id(self) -> int:
         return self.config.node_id
+
+    def partition_count(self) -> int:
+        """Partitions in the cluster (the metadata image), or on this lone node."""
+        plane = self.plane
+        if plane is not None:
+            return sum(len(t.partitions) for t in plane.image.topics.values())
+        return sum(len(t.partitions) for t in self.topics)
+
+    def admit_auto_create(self, name: str, now_ms: int) -> ErrorCode:
+        """May a client's Metadata or Produce auto-create topic `name` now? NONE, or
+        UNKNOWN_TOPIC_OR_PARTITION (auto_create_topics_rate/_burst/_max, max_partitions).
+        A topic the cluster has, or is already creating for an earlier request, costs nothing."""
+        plane = self.plane
+        if plane is not None and (plane.image.topic(name) is not None or plane.auto_create_pending(name, now_ms)):
+            return ErrorCode.NONE
+        topics = len(plane.image.topics) if plane is not None else len(self.topics)
+        return self.auto_creates.admit(now_ms, topics, self.partition_count, self.config.max_partitions,
+                                       self.config.default_partitions)
 
 
 def leader_epoch_error(requested: int, ours: int) -> ErrorCode:

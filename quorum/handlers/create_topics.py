@@ -4,8 +4,9 @@ from __future__ import annotations
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import CreateTopicsResponse
 
+from ..limits import PARTITIONS, partitions_over
 from ..outcomes import Respond
-from ..topics import TopicError
+from ..topics import MAX_PARTITIONS, TopicError
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
@@ -18,11 +19,12 @@ def handle(ctx, header, request, now_ms, peer):
         return handle_clustered(ctx, header, request, now_ms, from_node=peer.is_node)
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
-    results = [_create_one(ctx, topic, request.validate_only, duplicates) for topic in request.topics]
+    budget = [ctx.partition_count()]  # partitions held, plus those this request adds
+    results = [_create_one(ctx, topic, request.validate_only, duplicates, budget) for topic in request.topics]
     return Respond(CreateTopicsResponse(throttle_time_ms=0, topics=results))
 
 
-def _create_one(ctx, topic, validate_only: bool, duplicates: set) -> object:
+def _create_one(ctx, topic, validate_only: bool, duplicates: set, budget: list) -> object:
     if topic.name in duplicates:
         return error_result(topic.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
     problem = _replication_problem(ctx, topic)
@@ -32,6 +34,10 @@ def _create_one(ctx, topic, validate_only: bool, duplicates: set) -> object:
     if topic.assignments:
         count = len(topic.assignments)
     configs = {c.name: c.value for c in topic.configs}
+    over = partitions_over(budget[0], count, ctx.config.max_partitions) if 1 <= count <= MAX_PARTITIONS else None
+    if over:
+        ctx.refusals.refuse(PARTITIONS)
+        return error_result(topic.name, ErrorCode.POLICY_VIOLATION, over)
     try:
         if validate_only:
             config = ctx.topics.validate(topic.name, count, configs)
@@ -39,6 +45,7 @@ def _create_one(ctx, topic, validate_only: bool, duplicates: set) -> object:
         else:
             created = ctx.create_topic(topic.name, count, configs)
             config, topic_id = created.config, created.topic_id
+            budget[0] += count
     except TopicError as exc:
         return error_result(topic.name, ErrorCode[exc.error_name], str(exc))
     return created_result(topic.name, count, 1, config, set(configs), topic_id)

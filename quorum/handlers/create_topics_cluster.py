@@ -6,6 +6,7 @@ from __future__ import annotations
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import ConfigRecord, CreateTopicsResponse, PartitionRecord, TopicRecord
 
+from ..limits import PARTITIONS, capped_timeout, partitions_over
 from ..metadata.controller import new_topic_id
 from ..metadata.image import TOPIC_RESOURCE
 from ..metadata.placement import PlacementError, check_assignment, place_replicas
@@ -18,16 +19,18 @@ from .create_topics import created_result, error_result
 
 def handle_clustered(ctx, header, request, now_ms, *, from_node: bool):
     controller = ctx.plane.active_controller()
+    timeout_ms = capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals)
     if controller is None:
         if from_node:  # forwarded to us as the controller: never forward it on
             return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
-        return ctx.plane.forward(header, request, now_ms, request.timeout_ms, fail_all)
+        return ctx.plane.forward(header, request, now_ms, timeout_ms, fail_all)
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     records: list = []
-    results = [_create(ctx, controller, t, request.validate_only, duplicates, records) for t in request.topics]
+    budget = [sum(len(t.partitions) for t in controller.image.topics.values())]
+    results = [_create(ctx, controller, t, request.validate_only, duplicates, records, budget) for t in request.topics]
     response = CreateTopicsResponse(throttle_time_ms=0, topics=results)
-    return controller.commit_results(records, response, results, request.timeout_ms, now_ms)
+    return controller.commit_results(records, response, results, timeout_ms, now_ms)
 
 
 def create_request_for(name: str, partitions: int, replication_factor: int = -1, configs: dict | None = None):
@@ -40,7 +43,7 @@ def create_request_for(name: str, partitions: int, replication_factor: int = -1,
         configs=entries)], timeout_ms=30_000, validate_only=False)
 
 
-def _create(ctx, controller, topic, validate_only: bool, duplicates: set, records: list):
+def _create(ctx, controller, topic, validate_only: bool, duplicates: set, records: list, budget: list):
     name = topic.name
     if name in duplicates:
         return error_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
@@ -61,6 +64,11 @@ def _create(ctx, controller, topic, validate_only: bool, duplicates: set, record
     if not 1 <= len(assignments) <= MAX_PARTITIONS:
         return error_result(name, ErrorCode.INVALID_PARTITIONS,
                             f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+    over = partitions_over(budget[0], len(assignments), ctx.config.max_partitions)
+    if over:
+        ctx.refusals.refuse(PARTITIONS)
+        return error_result(name, ErrorCode.POLICY_VIOLATION, over)
+    budget[0] += len(assignments)
     topic_id = None
     if not validate_only:
         topic_id = new_topic_id(ctx.replication.rng)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
 
+from ..limits import capped_timeout
 from ..metadata.plane import METADATA_TOPIC
 from ..outcomes import Respond
 
@@ -21,10 +22,11 @@ def handle(ctx, header, request, now_ms, peer):
         return Respond(DeleteTopicsResponse(throttle_time_ms=0, responses=[
             _delete_local(ctx, name, topic_id) for name, topic_id in wanted]))
     controller = ctx.plane.active_controller()
+    timeout_ms = capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals)
     if controller is None:
         if peer.is_node:  # forwarded to us as the controller: never forward it on
             return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER, version))
-        return ctx.plane.forward(header, request, now_ms, request.timeout_ms,
+        return ctx.plane.forward(header, request, now_ms, timeout_ms,
                                  lambda r, e: fail_all(r, e, version))
     records: list = []
     results = []
@@ -36,7 +38,7 @@ def handle(ctx, header, request, now_ms, peer):
         records.append(RemoveTopicRecord(topic_id=topic.topic_id))
         results.append(_result(topic.name, topic.topic_id, ErrorCode.NONE))
     response = DeleteTopicsResponse(throttle_time_ms=0, responses=results)
-    return controller.commit_results(records, response, results, request.timeout_ms, now_ms)
+    return controller.commit_results(records, response, results, timeout_ms, now_ms)
 
 
 def _find(image, name, topic_id):

@@ -118,6 +118,8 @@ def build_response(fetches: list[PartitionFetch], results: list, version: int, s
 class DelayedFetch:
     """A fetch below min_bytes, woken when a watched partition's high watermark moves."""
 
+    cancel_on_disconnect = True  # (a full fetch's session is only opened when it is answered)
+
     def __init__(self, context, limits, min_bytes: int, deadline_ms: int) -> None:
         self.context = context
         self.limits = limits

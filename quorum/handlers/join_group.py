@@ -35,6 +35,8 @@ def handle(ctx, header, request, now_ms, peer):
     if group is None:
         if member_id:
             return Respond(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        if not coordinator.room_for(request.group_id):  # max_groups
+            return Respond(join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
         group = coordinator.get_or_create(request.group_id, now_ms)
     if not group.supports(request.protocol_type, protocols):
         return Respond(join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
@@ -46,6 +48,7 @@ def handle(ctx, header, request, now_ms, peer):
         if instance_id is not None and instance_id in group.static_members:
             return _static_rejoin(ctx, coordinator, group, new, now_ms)
         if len(group.members) + len(group.pending_members) >= settings.group_max_size:
+            ctx.refusals.refuse("group_members")
             return Respond(join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
         new.member_id = coordinator.new_member_id(header.client_id or "consumer")
         if instance_id is None and header.request_api_version >= 4:

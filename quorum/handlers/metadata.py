@@ -21,7 +21,7 @@ def handle(ctx, header, request, now_ms, peer):
         topics = [_describe(ctx, t) for t in ctx.topics]
     else:
         allow_create = ctx.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
-        topics = [_lookup(ctx, wanted, allow_create, version) for wanted in request.topics]
+        topics = [_lookup(ctx, wanted, allow_create, version, now_ms) for wanted in request.topics]
     return Respond(MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
@@ -33,7 +33,7 @@ def handle(ctx, header, request, now_ms, peer):
     ))
 
 
-def _lookup(ctx, wanted, allow_create: bool, version: int):
+def _lookup(ctx, wanted, allow_create: bool, version: int, now_ms: int):
     if wanted.name is None and version < 12:
         # v10/v11 requests may carry ids, but their responses cannot name a topic by id alone.
         return _error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
@@ -49,6 +49,9 @@ def _lookup(ctx, wanted, allow_create: bool, version: int):
         return _error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not allow_create:
         return _error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    refused = ctx.admit_auto_create(wanted.name, now_ms)
+    if refused:
+        return _error(wanted.name, refused)
     try:
         return _describe(ctx, ctx.create_topic(wanted.name, ctx.config.default_partitions, {}))
     except TopicError as exc:

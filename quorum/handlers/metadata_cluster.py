@@ -54,6 +54,9 @@ def _lookup(ctx, image, wanted, allow_create: bool, version: int, now_ms: int):
         return _error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not allow_create:
         return _error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    refused = ctx.admit_auto_create(wanted.name, now_ms)
+    if refused:
+        return _error(wanted.name, refused)
     ctx.plane.auto_create(wanted.name, ctx.config.default_partitions, now_ms)
     return _error(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE)
 

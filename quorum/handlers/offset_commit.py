@@ -61,6 +61,8 @@ def _member_error(coordinator, request, now_ms) -> ErrorCode:
     generation = request.generation_id_or_member_epoch
     if group is None or group.is_(S.EMPTY):
         if generation < 0:
+            if group is None and not coordinator.room_for(request.group_id):  # max_groups
+                return ErrorCode.GROUP_MAX_SIZE_REACHED
             coordinator.get_or_create(request.group_id, now_ms)  # an offsets-only group
             return ErrorCode.NONE
         return ErrorCode.ILLEGAL_GENERATION if group is None or not request.member_id else ErrorCode.UNKNOWN_MEMBER_ID

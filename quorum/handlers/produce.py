@@ -6,6 +6,7 @@ from kraftd.protocol.messages import ProduceResponse
 from kraftd.protocol.records import check_records, validate_batches
 from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
 
+from ..limits import capped_timeout
 from ..outcomes import NoResponse, Park, Respond
 from ..topics import TopicError
 from .context import leadership_error, missing_partition_error
@@ -39,7 +40,8 @@ def handle(ctx, header, request, now_ms, peer):
                    if p.high_watermark < end and (len(p.raft.voters) > 1
                                                   or _waits_for_fsync(ctx.config.fsync_policy, request.acks))]
         if pending:
-            deadline = now_ms + max(0, request.timeout_ms)
+            deadline = now_ms + max(0, capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms,
+                                                      ctx.refusals))
             return Park(ctx.purgatory.park(DelayedProduce(response, pending, deadline, now_ms,
                                                           ctx.commit_latencies)))
     return Respond(response)
@@ -73,6 +75,10 @@ def _append(ctx, topic: str, data, now_ms: int):
     """Returns (partition response, partition if appended, offset to wait for)."""
     partition = ctx.topics.partition(topic, data.index)
     if partition is None and ctx.topics.get(topic) is None and ctx.config.auto_create_topics:
+        refused = ctx.admit_auto_create(topic, now_ms)
+        if refused:
+            return _error(data.index, refused, f"Topic '{topic}' was not auto-created (auto_create_topics_rate, "
+                                               "auto_create_topics_max or max_partitions)."), None, 0
         try:
             ctx.create_topic(topic, ctx.config.default_partitions, {})
         except TopicError as exc:
@@ -177,6 +183,8 @@ def _respond_all(request, code: ErrorCode):
 
 class DelayedProduce:
     """An acks=-1 produce waiting until its data is under the high watermark (durable)."""
+
+    cancel_on_disconnect = True  # the data is appended either way; only the answer is dropped
 
     def __init__(self, response, pending: list, deadline_ms: int, parked_ms: int = 0, latencies=None) -> None:
         self.response = response

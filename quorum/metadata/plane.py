@@ -129,6 +129,10 @@ class MetadataPlane:
     def _appended(self, partition) -> None:
         self._on_append(partition)
 
+    def auto_create_pending(self, name: str, now_ms: int) -> bool:
+        """The controller was asked for `name` less than a couple of seconds ago."""
+        return self._auto_creating.get(name, -1) > now_ms
+
     def auto_create(self, name: str, partitions: int, now_ms: int, configs: dict | None = None) -> None:
         """A client asked for an unknown topic (Metadata/Produce auto-creation, or a
         FindCoordinator for `__consumer_offsets`): have the controller create it, at most once
@@ -313,6 +317,8 @@ CREATE_TOPICS_VERSION = 5
 
 
 class DelayedForward:
+    cancel_on_disconnect = True  # the client is gone: stop sending it to the controller
+
     def __init__(self, plane: MetadataPlane, number: int, api_key: int, version: int, request, fail_all,
                  deadline_ms: int) -> None:
         self.plane = plane
@@ -356,6 +362,9 @@ class DelayedForward:
     def expire(self, now_ms: int):
         self.plane._forwards.pop(self.number, None)
         return self.fail_all(self.request, ErrorCode.REQUEST_TIMED_OUT)
+
+    def cancelled(self) -> None:
+        self.plane._forwards.pop(self.number, None)  # an answer still in flight finds nobody
 
 
 def _all_not_controller(response) -> bool:
