@@ -3,8 +3,10 @@ time, and the glue that plays the shell's part (persist, then send; group commit
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import uuid
+from collections import Counter
 
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
@@ -16,6 +18,7 @@ from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
 from kraftd.quorum.raft.group import SafetyViolation
 
+from .faults import MOMENT_CRASHES_MAX
 from .network import Message, Network, on_the_wire
 from .stores import Disk
 
@@ -28,19 +31,35 @@ class SimNode:
     def __init__(self, sim, node_id: int) -> None:
         self.sim = sim
         self.id = node_id
-        self.disk = Disk(CLUSTER_ID)
+        self.disk = Disk(CLUSTER_ID, sim.coverage)
         self.node: Node | None = None
         self.incarnation = 0
         self.parked: dict[int, tuple] = {}      # token -> (source, api_key, version, correlation)
         self.persisting = False
         self.flushing = False
         self.wake_at = None
+        self.paused_until = 0
+        self.led: set = set()  # (group, epoch) leaderships seen (for the new-leader moment)
+        self.view: dict = {}   # group -> (leader?, epoch, HW, LEO) at the end of the last settle
+        # Its own clock: drifts from the simulation's (FaultRates.clock_drift), never goes back.
+        drift = sim.rates.clock_drift
+        self.clock_rate = 1.0 + (sim.rng.uniform(-drift, drift) if drift else 0.0)
+        self.clock_offset = sim.rng.randrange(0, 10**6) if drift else 0
 
     @property
     def up(self) -> bool:
         return self.node is not None
 
-    def boot(self, now_ms: int, *, rejoining: bool = False) -> None:
+    def clock(self) -> int:
+        """Now, on this node's clock (ms)."""
+        return self.clock_offset + int(self.sim.now * self.clock_rate)
+
+    def sim_time(self, node_ms: int) -> int:
+        """The first simulation ms at which this node's clock shows at least `node_ms`."""
+        return math.ceil((node_ms - self.clock_offset) / self.clock_rate)
+
+    def boot(self, *, rejoining: bool = False) -> None:
+        now_ms = self.clock()
         self.incarnation += 1
         # Every node is a voter of the metadata quorum (the real cluster's controller, broker
         # registrations, leadership reports and producer-id blocks run under the faults too);
@@ -62,6 +81,15 @@ class SimNode:
                          rejoining=rejoining or self.disk.lost)
         self.parked.clear()
         self.persisting = self.flushing = False
+        self.paused_until = 0
+        self.view = {}
+        install = self.node.install_snapshot
+
+        def counted_install(*args, **kwargs):
+            self.sim.coverage["snapshot installs"] += 1
+            return install(*args, **kwargs)
+
+        self.node.install_snapshot = counted_install
         self.node.start(now_ms)
         if not [t for t in self.disk.catalog.all() if t.name != METADATA_TOPIC]:
             for name, topic_id, assignments in self.sim.topics:
@@ -76,7 +104,7 @@ class SimNode:
     def lose_disk(self) -> None:
         self.node = None
         self.sim.old_disks.append(self.disk)
-        self.disk = Disk(CLUSTER_ID)
+        self.disk = Disk(CLUSTER_ID, self.sim.coverage)
         self.disk.lost = True
 
 
@@ -90,7 +118,14 @@ class Simulation:
         self._events: list = []
         self._seq = 0
         self.network = Network(self.rng, rates)
+        self.moments = dict(rates.moments)
+        self.moment_crashes = 0
+        self.faults_on = True    # off in the liveness phase
+        # How often each fault class and protocol event happened in this run (make sim sums them).
+        self.coverage: Counter = Counter()
+        self.request_timeout_ms = RAFT.request_timeout_ms
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
+        self.coverage["drifting clocks"] = sum(sn.clock_rate != 1.0 for sn in self.nodes.values())
         self.topics = []
         self.topic_configs: dict = {}
         self.old_disks: list = []
@@ -108,7 +143,6 @@ class Simulation:
         self.admin_problems: list[str] = []
         self.removed_topic_ids: set = set()
         self.events_run = 0
-        self.wire_messages = 0  # node-to-node messages encoded and decoded with the real codec
         self.fault_log: list[str] = []
         self.observers: list = []  # called after every event (invariant checks)
 
@@ -159,7 +193,7 @@ class Simulation:
     # -- node glue: the shell's part -------------------------------------------------------------
     def boot_all(self) -> None:
         for sn in self.nodes.values():
-            sn.boot(self.now)
+            sn.boot()
             self.settle(sn)
 
     def settle(self, sn: SimNode) -> None:
@@ -167,18 +201,25 @@ class Simulation:
         node = sn.node
         if node is None:
             return
-        try:
-            self._answer(sn, node.poll(self.now))
-            out = node.take_outbox(self.now)
-        except SafetyViolation:
-            raise
+        before = sn.view if self.moments else None  # as the last settle left it
+        self._answer(sn, node.poll(sn.clock()))
+        out = node.take_outbox(sn.clock())
+        if before is not None and self._new_leadership(sn) and self._moment("new-leader"):
+            return self._crash_at_moment(sn, "new-leader")  # before its first sends leave
         if out.persist and not sn.persisting:
             sn.persisting = True
             self.at(self.now + self.rates.fsync_ms, "persisted", sn.id, sn.incarnation, out.persist)
+            if self._moment("persist-pending"):
+                return self._crash_at_moment(sn, "persist-pending")
         for send in out.sends:
             self.send(Message(sn.id, send.destination, True, send.api_key, send.api_version, send.correlation_id,
                               send.request, sn.incarnation))
         self._answer(sn, out.completions)
+        if before is not None:
+            moment = self._moment_after(sn, before)
+            if moment is not None:
+                return self._crash_at_moment(sn, moment)
+            sn.view = self._moment_view(sn)
         for job in node.snapshot_jobs():
             self.at(self.now + self.rates.fsync_ms, "snapshot", sn.id, sn.incarnation, job)
         if not sn.flushing and node.logs_to_flush():
@@ -186,10 +227,52 @@ class Simulation:
             self.at(self.now + self.rates.fsync_ms, "flush", sn.id, sn.incarnation)
         deadline = node.next_deadline_ms()
         if deadline is not None:
-            deadline = max(deadline, self.now + 1)
+            deadline = max(sn.sim_time(deadline), self.now + 1)
             if sn.wake_at is None or deadline < sn.wake_at or sn.wake_at <= self.now:
                 sn.wake_at = deadline
                 self.at(deadline, "wake", sn.id, sn.incarnation)
+
+    # -- protocol moments --------------------------------------------------------------------------
+    def _moment(self, name: str) -> bool:
+        chance = self.moments.get(name)
+        return (chance is not None and self.faults_on and self.moment_crashes < MOMENT_CRASHES_MAX
+                and self.rng.random() < chance)
+
+    @staticmethod
+    def _moment_view(sn) -> dict:
+        return {key: (g.is_leader, g.epoch, g.partition.high_watermark, g.partition.log.log_end_offset)
+                for key, g in sn.node.replication.groups.items()}
+
+    def _new_leadership(self, sn) -> bool:
+        new = False
+        for key, g in sn.node.replication.groups.items():
+            if g.is_leader and (key, g.epoch) not in sn.led:
+                sn.led.add((key, g.epoch))
+                self.coverage["elections"] += 1
+                new = True
+        return new
+
+    def _moment_after(self, sn, before: dict) -> str | None:
+        for key, g in sn.node.replication.groups.items():
+            was = before.get(key)
+            if was is None:
+                continue
+            p = g.partition
+            if g.is_leader and was[0] and was[1] == g.epoch and p.high_watermark > was[2]:
+                if self._moment("hw-advanced"):
+                    return "hw-advanced"
+            elif not g.is_leader and p.log.log_end_offset > was[3] and p.log.flushed_offset < p.log.log_end_offset:
+                if self._moment("appended-unflushed"):
+                    return "appended-unflushed"
+        return None
+
+    def _crash_at_moment(self, sn, moment: str) -> None:
+        for check in self.observers:  # what it did up to now (a HW it just moved and sent) is seen
+            check(self)
+        self.moment_crashes += 1
+        self.coverage["moment:" + moment] += 1
+        self.log_fault(f"node {sn.id} crashes at a protocol moment: {moment}")
+        self._on_crash(sn.id, False, self.rng.choice([5, 50, self.rates.down_ms]), logged=True)
 
     def _answer(self, sn: SimNode, completions) -> None:
         for c in completions:
@@ -215,7 +298,8 @@ class Simulation:
         if delays and isinstance(message.source, int) and isinstance(message.destination, int):
             requester = message.source if message.is_request else message.destination
             message = on_the_wire(message, f"kraftd-node-{requester}")  # the bytes sent now
-            self.wire_messages += 1
+            self.coverage["wire messages"] += 1
+        message.sent_ms = self.now
         for delay in delays:
             self.at(self.now + delay, "deliver", message)
 
@@ -226,6 +310,8 @@ class Simulation:
                 client.on_response(self, message)
             return
         sn = self.nodes[message.destination]
+        if sn.paused_until > self.now and sn.node is not None:
+            return self.at(sn.paused_until, "deliver", message)  # queued in its socket meanwhile
         if sn.node is None:
             if message.is_request and isinstance(message.source, int):
                 # A crashed process: the sender's connection is refused (a partition, by contrast,
@@ -233,10 +319,14 @@ class Simulation:
                 self.at(self.now + 1, "unreachable", message.source, message.incarnation, message.destination)
             return
         if message.is_request:
+            if message.api_key == api.FETCH_SNAPSHOT and any(p.position > 0 for t in message.body.topics
+                                                             for p in t.partitions):
+                self.coverage["later snapshot chunks"] += 1  # a download of more than one chunk
             client_id = f"kraftd-node-{message.source}" if isinstance(message.source, int) else message.source
             header = m.RequestHeader(request_api_key=message.api_key, request_api_version=message.api_version,
                                      correlation_id=message.correlation_id, client_id=client_id)
-            outcome = sn.node.handle(header, message.body, self.now, Peer(f"{client_id}:1", message.source if isinstance(message.source, int) else None))
+            peer = Peer(f"{client_id}:1", message.source if isinstance(message.source, int) else None)
+            outcome = sn.node.handle(header, message.body, sn.clock(), peer)
             if isinstance(outcome, Respond):
                 self.send(Message(sn.id, message.source, False, message.api_key, message.api_version,
                                   message.correlation_id, outcome.response, message.incarnation))
@@ -247,19 +337,28 @@ class Simulation:
             else:
                 assert isinstance(outcome, NoResponse)
         elif message.incarnation == sn.incarnation:  # (a connection does not outlive a restart)
-            sn.node.on_response(message.source, message.correlation_id, message.body, self.now)
+            if message.sent_ms is not None and self.now - message.sent_ms > self.request_timeout_ms:
+                self.coverage["late answers"] += 1
+            sn.node.on_response(message.source, message.correlation_id, message.body, sn.clock())
         self.settle(sn)
+
+    def _paused(self, sn, kind: str, *payload) -> bool:
+        """A paused process does nothing: the event waits for the end of the pause."""
+        if sn.paused_until > self.now:
+            self.at(sn.paused_until, kind, *payload)
+            return True
+        return False
 
     def _on_unreachable(self, node_id: int, incarnation: int, peer: int) -> None:
         sn = self.nodes[node_id]
-        if sn.node is None or sn.incarnation != incarnation:
+        if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "unreachable", node_id, incarnation, peer):
             return
-        sn.node.on_unreachable(peer, self.now)
+        sn.node.on_unreachable(peer, sn.clock())
         self.settle(sn)
 
     def _on_wake(self, node_id: int, incarnation: int) -> None:
         sn = self.nodes[node_id]
-        if sn.node is None or sn.incarnation != incarnation:
+        if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "wake", node_id, incarnation):
             return
         if sn.wake_at is not None and sn.wake_at <= self.now:
             sn.wake_at = None
@@ -268,18 +367,21 @@ class Simulation:
     def _on_persisted(self, node_id: int, incarnation: int, states: dict) -> None:
         sn = self.nodes[node_id]
         if sn.node is None or sn.incarnation != incarnation:
+            self.coverage["lost persists"] += 1
             return  # crashed before the write completed: it never happened
+        if self._paused(sn, "persisted", node_id, incarnation, states):
+            return
         sn.node.persist_election_states(states)
         sn.persisting = False
         self.settle(sn)
 
     def _on_flush(self, node_id: int, incarnation: int) -> None:
         sn = self.nodes[node_id]
-        if sn.node is None or sn.incarnation != incarnation:
+        if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "flush", node_id, incarnation):
             return
         sn.flushing = False
         for key, log in sn.node.logs_to_flush():
-            sn.node.on_flushed(key, log.flush(), self.now)
+            sn.node.on_flushed(key, log.flush(), sn.clock())
         self.settle(sn)
 
     def _on_snapshot(self, node_id: int, incarnation: int, job) -> None:
@@ -287,8 +389,10 @@ class Simulation:
         sn = self.nodes[node_id]
         if sn.node is None or sn.incarnation != incarnation:
             return  # crashed while writing: the .part is removed at the next start
+        if self._paused(sn, "snapshot", node_id, incarnation, job):
+            return
         job.run()
-        sn.node.on_snapshot_done(job, self.now)
+        sn.node.on_snapshot_done(job, sn.clock())
         self.settle(sn)
 
     def discard(self) -> None:
@@ -296,25 +400,39 @@ class Simulation:
             disk.discard()
 
     # -- faults ----------------------------------------------------------------------------------
-    def _on_crash(self, node_id: int, lose_disk: bool, down_ms: int | None = None) -> None:
+    def _on_crash(self, node_id: int, lose_disk: bool, down_ms: int | None = None, logged: bool = False) -> None:
         sn = self.nodes[node_id]
         if sn.node is None:
             return
+        if sn.persisting:
+            self.coverage["crashes while persisting"] += 1
         if lose_disk:
             sn.lose_disk()
+            self.coverage["disk losses"] += 1
             self.log_fault(f"node {node_id} crashes and loses its disk")
         else:
             sn.crash()
-            self.log_fault(f"node {node_id} crashes")
+            self.coverage["crashes"] += 1
+            if not logged:
+                self.log_fault(f"node {node_id} crashes")
         self.at(self.now + (self.rates.down_ms if down_ms is None else down_ms), "restart", node_id, lose_disk)
 
     def _on_restart(self, node_id: int, rejoining: bool) -> None:
         sn = self.nodes[node_id]
         if sn.node is not None:
             return
-        sn.boot(self.now, rejoining=rejoining)
+        sn.boot(rejoining=rejoining)
         self.log_fault(f"node {node_id} restarts{' on an empty disk' if rejoining else ''}")
         self.settle(sn)
+
+    def _on_pause(self, node_id: int, pause_ms: int) -> None:
+        """The process stops (a GC pause, a stopped VM) and comes back with a stale view."""
+        sn = self.nodes[node_id]
+        if sn.node is None or sn.paused_until > self.now:
+            return
+        sn.paused_until = self.now + pause_ms
+        self.coverage["pauses"] += 1
+        self.log_fault(f"node {node_id} pauses for {pause_ms} ms")
 
     def _on_partition(self) -> None:
         self.log_fault("partition " + self.network.partition(list(self.nodes), list(self.clients)))

@@ -19,6 +19,12 @@ class FaultRates:
     disk_loss: bool           # one crash of the run loses the node's whole disk
     fsync_ms: int             # flush and persist latency
     crash_after_vote: float   # chance a node crashes right after granting a vote (buggify)
+    # Crashes at protocol moments (name -> chance each time the moment comes), next to the
+    # random ones: where Raft bugs hide (a new leader before its LeaderChange reaches anyone...).
+    moments: tuple = ()
+    pause_every_ms: int = 0   # mean time between process pauses (longer than an election timeout)
+    clock_drift: float = 0.0  # per node, its clock runs at 1 ± up to this much
+    late_share: float = 0.0   # share of messages delayed past the request timeout (late answers)
 
     @classmethod
     def draw(cls, rng: random.Random) -> "FaultRates":
@@ -38,4 +44,18 @@ class FaultRates:
             disk_loss=rng.random() < 0.25,
             fsync_ms=rng.choice([0, 1, 5]),
             crash_after_vote=maybe(0.3, 0.5, 0.0),
+            moments=tuple((name, rng.choice([0.05, 0.2, 0.5])) for name in MOMENTS if rng.random() < 0.5),
+            pause_every_ms=maybe(0.4, rng.choice([1500, 4000]), 0),
+            clock_drift=maybe(0.5, rng.choice([0.01, 0.05, 0.1]), 0.0),
+            late_share=maybe(0.4, rng.choice([0.01, 0.05]), 0.0),
         )
+
+
+# The protocol moments a node may crash at (tests/sim/cluster.py, Simulation._moment).
+MOMENTS = (
+    "new-leader",          # elected, before its first sends (its LeaderChange) leave
+    "appended-unflushed",  # a follower appended what it fetched and has not flushed it
+    "persist-pending",     # an election state is being written (a vote, a new epoch)
+    "hw-advanced",         # a leader just moved its high watermark
+)
+MOMENT_CRASHES_MAX = 8     # per run, so that the cluster still has time to make progress

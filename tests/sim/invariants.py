@@ -159,7 +159,8 @@ class Invariants:
         """Raft's commit rule, checked itself: a leader moves the HW it inherited only to an
         offset past the start of its own epoch (only an entry of its own term commits)."""
         start = self.leadership_start_hw.setdefault((sn.id, key, group.epoch), hw)
-        if hw > start and hw <= group.role.epoch_start_offset:
+        # (a HW raised to the log start is no commit: the log starts at a snapshot of committed data)
+        if start < hw <= group.role.epoch_start_offset and hw != group.partition.log.log_start_offset:
             raise Violation(f"{key}: leader {sn.id} of epoch {group.epoch} moved its HW from {start} to {hw}, not "
                             f"past its epoch's start offset {group.role.epoch_start_offset} (the commit rule)")
         self.max_leader_hw[key] = max(self.max_leader_hw.get(key, 0), hw)

@@ -20,6 +20,7 @@ class Message:
     correlation_id: int
     body: Any
     incarnation: int = 0   # of the requesting node: an answer to an earlier life is dropped
+    sent_ms: int | None = None
 
 
 def on_the_wire(message: Message, client_id: str) -> Message:
@@ -38,6 +39,9 @@ def on_the_wire(message: Message, client_id: str) -> Message:
     return dataclasses.replace(message, body=body)
 
 
+LATE_MS = 450  # past the simulation's request timeout (400 ms)
+
+
 class Network:
     def __init__(self, rng, rates) -> None:
         self.rng = rng
@@ -49,7 +53,7 @@ class Network:
         self.cut.clear()
 
     def faults_off(self) -> None:
-        self.rates = type(self.rates)(**{**self.rates.__dict__, "drop": 0.0, "duplicate": 0.0})
+        self.rates = type(self.rates)(**{**self.rates.__dict__, "drop": 0.0, "duplicate": 0.0, "late_share": 0.0})
 
     def delays(self, message: Message) -> list[int]:
         """Delivery delays for one message: none if dropped, two if duplicated."""
@@ -61,7 +65,11 @@ class Network:
         if r.drop and self.rng.random() < r.drop:
             self.dropped += 1
             return []
-        out = [self.rng.randint(r.min_delay_ms, r.max_delay_ms)]
+        if r.late_share and self.rng.random() < r.late_share:
+            # A long tail past the request timeout: the answer comes after the sender gave up.
+            out = [self.rng.randint(LATE_MS, 2 * LATE_MS)]
+        else:
+            out = [self.rng.randint(r.min_delay_ms, r.max_delay_ms)]
         if r.duplicate and self.rng.random() < r.duplicate:
             self.duplicated += 1
             out.append(self.rng.randint(r.min_delay_ms, r.max_delay_ms * 2))

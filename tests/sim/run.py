@@ -6,6 +6,7 @@ import argparse
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from kraftd.protocol import planted
@@ -30,6 +31,7 @@ class RunResult:
     acked: int = 0
     shape: str = ""
     faults: list = field(default_factory=list)
+    coverage: Counter = field(default_factory=Counter)
 
     def replay_command(self, bugs: BugSwitches | None = None) -> str:
         flags = "".join(f" --bug {name}" for name, on in _bug_items(bugs) if on)
@@ -72,6 +74,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         # Liveness: heal everything, bring every node back, stop producing new records.
         sim.network.heal()
         sim.network.faults_off()
+        sim.faults_on = False  # no protocol-moment crashes, no pauses
         if sim.rates.crash_after_vote:
             import dataclasses
             sim.rates = dataclasses.replace(sim.rates, crash_after_vote=0.0)  # buggify ends with the faults
@@ -110,6 +113,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)
     result.faults = sim.fault_log
+    result.coverage = sim.coverage
     return result
 
 
@@ -123,6 +127,14 @@ def _schedule_faults(sim, rates: FaultRates, until_ms: int) -> None:
                 break
             sim.at(t, "partition")
             sim.at(t + rng.randint(300, 3000), "heal")
+    if rates.pause_every_ms:
+        t = 0
+        while True:
+            t += int(rng.expovariate(1 / rates.pause_every_ms)) + 1
+            if t >= until_ms:
+                break
+            # Longer than an election timeout (300 ms + jitter): it comes back with a stale view.
+            sim.at(t, "pause", rng.choice(list(sim.nodes)), rng.randint(700, 2500))
     if rates.crash_every_ms:
         t, disk_lost = 0, False
         while True:
@@ -205,6 +217,30 @@ def _status(sim) -> str:
     return "; ".join(parts)
 
 
+# What must happen in a run of many seeds for it to prove anything (issue 22): each fault class
+# and protocol event, at least once per 50 seeds on average.
+COVERAGE_REQUIRED = (
+    "elections", "truncations", "snapshot installs", "later snapshot chunks", "lost persists",
+    "late answers", "pauses", "drifting clocks", "wire messages", "crashes", "disk losses",
+    "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
+)
+
+
+def coverage_summary(results) -> tuple[str, list[str]]:
+    """A table of every coverage figure over the results, and the required ones that happen
+    less than once per 50 seeds."""
+    total, seeds_with = Counter(), Counter()
+    for r in results:
+        total.update(r.coverage)
+        seeds_with.update({name for name, n in r.coverage.items() if n})
+    n = max(1, len(results))
+    lines = [f"{'coverage':<28}{'total':>10}{'per 50 seeds':>14}{'seeds with it':>15}"]
+    for name in sorted(set(total) | set(COVERAGE_REQUIRED)):
+        lines.append(f"{name:<28}{total[name]:>10}{total[name] * 50 / n:>14.1f}{seeds_with[name]:>15}")
+    rare = [name for name in COVERAGE_REQUIRED if total[name] * 50 < n]
+    return "\n".join(lines), rare
+
+
 def run_many(seeds, *, bugs: BugSwitches | None = None, jobs: int = 1, crash_after_vote: float | None = None):
     """Results for every seed (in a pool of `jobs` processes when > 1)."""
     seeds = list(seeds)
@@ -246,12 +282,17 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     failures = 0
     events = 0
-    for result in run_many(range(args.start, args.start + args.seeds), bugs=bugs, jobs=args.jobs):
+    results = run_many(range(args.start, args.start + args.seeds), bugs=bugs, jobs=args.jobs)
+    for result in results:
         events += result.events
         if not result.ok:
             failures += 1
             print(f"seed {result.seed} FAILED: {result.error}\n  replay: {result.replay_command(bugs)}", flush=True)
     elapsed = time.perf_counter() - started
+    table, rare = coverage_summary(results)
+    print(table)
+    if rare:
+        print("rarer than once per 50 seeds: " + ", ".join(rare))
     print(f"{args.seeds} seeds, {failures} failed, {elapsed:.1f} s ({args.seeds / elapsed:.1f} seeds/s, "
           f"{events / elapsed:,.0f} events/s)")
     return 1 if failures else 0

@@ -59,10 +59,22 @@ class MemoryStateFile:
         self.state = dict(state)
 
 
+class CountingLog(MemoryLog):
+    """A MemoryLog that counts the truncations of a divergent suffix (a coverage figure)."""
+
+    coverage = None  # the run's Counter, set by the Disk
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log_end_offset and self.coverage is not None:
+            self.coverage["truncations"] += 1
+        super().truncate_to(offset)
+
+
 class Disk:
     """One node's durable storage. `crash()` keeps only what was flushed."""
 
-    def __init__(self, cluster_id: str) -> None:
+    def __init__(self, cluster_id: str, coverage=None) -> None:
+        self.coverage = coverage
         self.catalog = MemoryTopicCatalog(cluster_id)
         self.catalog.on_delete = self._drop_topic
         self.elections = MemoryElectionStore()
@@ -88,7 +100,8 @@ class Disk:
     def open_log(self, topic, index, config) -> MemoryLog:
         log = self.logs.get((topic, index))
         if log is None:
-            log = self.logs[(topic, index)] = MemoryLog(segment_bytes=64 * 1024)
+            log = self.logs[(topic, index)] = CountingLog(segment_bytes=64 * 1024)
+            log.coverage = self.coverage
         return log
 
     def crash(self) -> None:
