@@ -2,6 +2,7 @@
 time, and the glue that plays the shell's part (persist, then send; group commit; timers)."""
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -74,7 +75,7 @@ class SimNode:
                          producer_id_store=self.disk.producer_ids, open_log=self.disk.open_log,
                          open_snapshot_store=self.disk.open_snapshot_store,
                          new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF), rng=random.Random(seed),
-                         raft_config=RAFT, bugs=self.sim.bugs, cluster_id=CLUSTER_ID,
+                         raft_config=self.sim.raft, bugs=self.sim.bugs, cluster_id=CLUSTER_ID,
                          # The disk remembers it replaced a lost one (a durable marker, like a
                          # data dir formatted to join an existing cluster): groups without a
                          # persisted state must catch up before they vote, across restarts too.
@@ -124,6 +125,11 @@ class Simulation:
         # How often each fault class and protocol event happened in this run (make sim sums them).
         self.coverage: Counter = Counter()
         self.request_timeout_ms = RAFT.request_timeout_ms
+        self.raft = RAFT
+        if rates.chunk_bytes:
+            self.raft = dataclasses.replace(RAFT, snapshot_chunk_bytes=rates.chunk_bytes,
+                                            partition_max_bytes=rates.chunk_bytes, fetch_max_bytes=4 * rates.chunk_bytes)
+            self.coverage["small-size seeds"] += 1
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
         self.coverage["drifting clocks"] = sum(sn.clock_rate != 1.0 for sn in self.nodes.values())
         self.topics = []

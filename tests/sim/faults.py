@@ -25,6 +25,9 @@ class FaultRates:
     pause_every_ms: int = 0   # mean time between process pauses (longer than an election timeout)
     clock_drift: float = 0.0  # per node, its clock runs at 1 ± up to this much
     late_share: float = 0.0   # share of messages delayed past the request timeout (late answers)
+    # Realistic sizes: snapshot chunks and fetch limits of a few KB (multi-chunk downloads,
+    # fetch answers cut short), against snapshots of ~6 KB. 0: the defaults (1 MiB and more).
+    chunk_bytes: int = 0
 
     @classmethod
     def draw(cls, rng: random.Random) -> "FaultRates":
@@ -48,6 +51,7 @@ class FaultRates:
             pause_every_ms=maybe(0.4, rng.choice([1500, 4000]), 0),
             clock_drift=maybe(0.5, rng.choice([0.01, 0.05, 0.1]), 0.0),
             late_share=maybe(0.4, rng.choice([0.01, 0.05]), 0.0),
+            chunk_bytes=maybe(0.5, rng.choice([700, 1500, 4000]), 0),
         )
 
 

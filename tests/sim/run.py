@@ -16,7 +16,7 @@ from kraftd.quorum.raft.group import SafetyViolation
 from .cluster import Simulation
 from .faults import FaultRates
 from .invariants import Invariants, Violation
-from .workload import Admin, Consumer, Producer
+from .workload import Admin, Consumer, PipelinedProducer, Producer
 
 SAFETY_MS = 12_000
 LIVENESS_MS = 15_000   # a leader must emerge and every replica converge within this
@@ -62,6 +62,9 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     result = RunResult(seed, True, shape=f"{nodes} nodes x {groups} groups, {rates}")
     producers = [Producer("p-all", 1000, -1, sim.topics, random.Random(seed + 1), 37),
                  Producer("p-one", -1, 1, sim.topics, random.Random(seed + 2), 53)]
+    if shape_rng.random() < 0.5:  # several requests in flight per partition
+        producers.append(PipelinedProducer("p-pipe", 2000, sim.topics, random.Random(seed + 5), 41,
+                                           window=shape_rng.choice([2, 3, 5])))
     consumer = Consumer("c-320", sim.topics, random.Random(seed + 3))
     admin = Admin("admin", random.Random(seed + 4), replication_factor=min(3, nodes))
     try:
@@ -220,7 +223,8 @@ def _status(sim) -> str:
 # What must happen in a run of many seeds for it to prove anything (issue 22): each fault class
 # and protocol event, at least once per 50 seeds on average.
 COVERAGE_REQUIRED = (
-    "elections", "truncations", "snapshot installs", "later snapshot chunks", "lost persists",
+    "elections", "truncations", "snapshot installs", "later snapshot chunks", "lost persists", "pipelined produce",
+    "small-size seeds",
     "late answers", "pauses", "drifting clocks", "wire messages", "crashes", "disk losses",
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
 )

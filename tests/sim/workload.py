@@ -94,6 +94,108 @@ class Producer:
         self.in_flight[key] = (flight[0], seq, count, sim.now - REQUEST_TIMEOUT_MS, node)  # retry at next tick
 
 
+class PipelinedProducer:
+    """An idempotent acks=all producer with up to `window` batches in flight per partition (the
+    Java client's max.in.flight.requests.per.connection=5 with idempotence). Sequences are
+    consecutive; when a batch fails, every batch after it is sent again in order (the leader
+    answers those it already has as duplicates, with their first offsets). Only the oldest
+    batch's UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER means the partition forgot the
+    producer: then the epoch is bumped and the window numbered again from 0 (KIP-360)."""
+
+    def __init__(self, name: str, producer_id: int, topics: list, rng, every_ms: int, window: int) -> None:
+        self.name = name
+        self.producer_id = producer_id
+        self.rng = rng
+        self.every_ms = every_ms
+        self.window = window
+        self.partitions = [(t, 0, tuple(assign[0])) for t, _, assign in topics]
+        self.epoch = {p[:2]: 0 for p in self.partitions}
+        self.next_seq = {p[:2]: 0 for p in self.partitions}
+        self.leader_guess = {p[:2]: p[2][0] for p in self.partitions}
+        # Per partition, oldest first: [seq, count, correlation or None (to send), sent_ms]
+        self.pending: dict = {p[:2]: [] for p in self.partitions}
+        self.acked: list = []
+        self.correlation = 0
+        self.by_correlation: dict = {}  # correlation -> (partition, seq, epoch)
+        self.active = True
+        self.max_in_flight_seen = 0
+
+    @property
+    def in_flight(self) -> bool:
+        return any(self.pending.values())
+
+    def tick(self, sim) -> None:
+        for topic, index, replicas in self.partitions:
+            key = (topic, index)
+            pending = self.pending[key]
+            if any(type(b[2]) is int and sim.now - b[3] >= REQUEST_TIMEOUT_MS for b in pending):
+                self._resend_from(key, 0, replicas)  # a request timed out: the window again, in order
+            while self.active and len(pending) < self.window:
+                pending.append([self.next_seq[key], self.rng.randint(1, 3), None, 0])
+                self.next_seq[key] += pending[-1][1]
+            for batch in pending:
+                if batch[2] is None:
+                    self._send(sim, key, batch)
+            sent = sum(1 for b in pending if type(b[2]) is int)
+            self.max_in_flight_seen = max(self.max_in_flight_seen, sent)
+            if sent > 1:
+                sim.coverage["pipelined produce"] += 1
+        if self.active or self.in_flight:
+            sim.at(sim.now + self.every_ms, "client", self.name)
+
+    def _send(self, sim, key, batch) -> None:
+        seq, count = batch[0], batch[1]
+        records = [(f"k{seq + i}".encode(), f"{self.name}:{self.epoch[key]}:{seq + i}".encode(), [], sim.now)
+                   for i in range(count)]
+        data = build_batch(records, producer_id=self.producer_id, producer_epoch=self.epoch[key], base_sequence=seq)
+        self.correlation += 1
+        request = m.ProduceRequest(acks=-1, timeout_ms=REQUEST_TIMEOUT_MS, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=key[0], partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=key[1], records=memoryview(data))])])
+        batch[2], batch[3] = self.correlation, sim.now
+        self.by_correlation[self.correlation] = (key, seq, self.epoch[key])
+        sim.send(Message(self.name, self.leader_guess[key], True, api.PRODUCE, PRODUCE_VERSION, self.correlation,
+                         request))
+
+    def _resend_from(self, key, i: int, replicas) -> None:
+        for batch in self.pending[key][i:]:
+            batch[2] = None
+        self.leader_guess[key] = self.rng.choice(replicas)
+
+    def on_response(self, sim, message: Message) -> None:
+        sent = self.by_correlation.pop(message.correlation_id, None)
+        if sent is None:
+            return
+        key, seq, epoch = sent
+        pending = self.pending[key]
+        i = next((n for n, b in enumerate(pending) if b[0] == seq and b[2] == message.correlation_id), None)
+        if i is None or epoch != self.epoch[key]:
+            return  # an answer to a send we already gave up on
+        out = message.body.responses[0].partition_responses[0]
+        replicas = next(p[2] for p in self.partitions if p[:2] == key)
+        if out.error_code == 0:
+            if i == 0:
+                self.acked.append((key[0], key[1], (epoch, seq), pending[0][1], out.base_offset))
+                pending.pop(0)
+                # Later batches acknowledged before it were held back: they follow in order now.
+                while pending and pending[0][2] == "acked":
+                    done = pending.pop(0)
+                    self.acked.append((key[0], key[1], (epoch, done[0]), done[1], done[3]))
+            else:
+                pending[i][2], pending[i][3] = "acked", out.base_offset
+            return
+        if i == 0 and out.error_code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+            # The partition forgot us (its log start passed our last batch): a new epoch, from 0.
+            self.epoch[key] += 1
+            seq = 0
+            for batch in pending:
+                batch[0], batch[2] = seq, None
+                seq += batch[1]
+            self.next_seq[key] = seq
+            return
+        self._resend_from(key, i, replicas)
+
+
 FETCH_VERSION = 12  # by topic name, with CurrentLeaderEpoch, LastFetchedEpoch and DivergingEpoch
 
 
