@@ -51,7 +51,7 @@ _MAX_REL = 0xFFFFFFFF
 
 class FileLog(PartitionLog):
     def __init__(self, directory, *, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
-                 use_mmap: bool = True):
+                 use_mmap: bool = True, recovery_checks_crc: bool = True):
         if not 0 < segment_bytes <= 0x7FFFFFFF:
             raise ValueError("segment_bytes must fit u32 index positions")
         self.dir = os.fspath(directory)
@@ -59,6 +59,9 @@ class FileLog(PartitionLog):
         self.segment_bytes = segment_bytes
         self.index_interval_bytes = index_interval_bytes
         self.use_mmap = use_mmap
+        # False only to plant a bug (the simulation's BugSwitches.recovery_keeps_torn_batch):
+        # recovery would then keep a torn batch whose CRC fails.
+        self._recovery_checks_crc = recovery_checks_crc
         # A follower's copy is read again only if it becomes leader: once durable, its pages
         # leave the page cache (see flush) unless something reads it back (state machines).
         self.cache_replicated = False
@@ -405,6 +408,15 @@ class FileLog(PartitionLog):
             seg.close()
         self._segments, self._bases = [], []
 
+    def abandon(self) -> None:
+        """Close every descriptor and write nothing: what a crashed process leaves behind (the
+        simulation tears the unflushed bytes, then opens the log again to recover it)."""
+        with self._lock:
+            self._close_recovery_point()
+        for seg in self._segments:
+            seg.close()
+        self._segments, self._bases = [], []
+
     def _open(self) -> RecoveryReport:
         report = RecoveryReport()
         for name in os.listdir(self.dir):
@@ -438,7 +450,7 @@ class FileLog(PartitionLog):
                     continue
                 report.indexes_rebuilt.append(seg.base_offset)
             report.segments_scanned.append(seg.base_offset)
-            valid, reason, headers = seg.recover()
+            valid, reason, headers = seg.recover(check_crc=self._recovery_checks_crc)
             scanned.append(seg)
             for h in headers:
                 if h.partition_leader_epoch >= 0 and (not new_epochs or h.partition_leader_epoch > new_epochs[-1][0]):

@@ -21,7 +21,7 @@ from kraftd.quorum.raft.group import SafetyViolation
 
 from .faults import MOMENT_CRASHES_MAX
 from .network import Message, Network, on_the_wire
-from .stores import Disk
+from .stores import Disk, FileDisk
 
 CLUSTER_ID = "sim-cluster-0000000000"
 RAFT = RaftConfig(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
@@ -32,7 +32,7 @@ class SimNode:
     def __init__(self, sim, node_id: int) -> None:
         self.sim = sim
         self.id = node_id
-        self.disk = Disk(CLUSTER_ID, sim.coverage)
+        self.disk = sim.new_disk()
         self.node: Node | None = None
         self.incarnation = 0
         self.parked: dict[int, tuple] = {}      # token -> (source, api_key, version, correlation)
@@ -79,7 +79,7 @@ class SimNode:
                          # The disk remembers it replaced a lost one (a durable marker, like a
                          # data dir formatted to join an existing cluster): groups without a
                          # persisted state must catch up before they vote, across restarts too.
-                         rejoining=rejoining or self.disk.lost)
+                         rejoining=rejoining or self.disk.lost, on_rejoin_complete=self._rejoined)
         self.parked.clear()
         self.persisting = self.flushing = False
         self.paused_until = 0
@@ -98,6 +98,12 @@ class SimNode:
                     self.node.create_replicated_topic(name, topic_id, assignments, self.sim.topic_configs[name],
                                                       now_ms)
 
+    def _rejoined(self) -> None:
+        """Every group caught up: the durable rejoin marker goes, as the server removes its file."""
+        if self.disk.lost:
+            self.disk.lost = False
+            self.sim.coverage["rejoins completed"] += 1
+
     def crash(self) -> None:
         self.node = None
         self.disk.crash()
@@ -105,7 +111,7 @@ class SimNode:
     def lose_disk(self) -> None:
         self.node = None
         self.sim.old_disks.append(self.disk)
-        self.disk = Disk(CLUSTER_ID, self.sim.coverage)
+        self.disk = self.sim.new_disk()
         self.disk.lost = True
 
 
@@ -197,6 +203,12 @@ class Simulation:
         self.fault_log.append(f"{self.now:>7} ms  {text}")
 
     # -- node glue: the shell's part -------------------------------------------------------------
+    def new_disk(self) -> Disk:
+        if self.rates.file_logs:
+            return FileDisk(CLUSTER_ID, self.coverage, self.rng,
+                            recovery_checks_crc=not (self.bugs and self.bugs.recovery_keeps_torn_batch))
+        return Disk(CLUSTER_ID, self.coverage)
+
     def boot_all(self) -> None:
         for sn in self.nodes.values():
             sn.boot()
@@ -301,9 +313,13 @@ class Simulation:
 
     def send(self, message: Message) -> None:
         delays = self.network.delays(message)
-        if delays and isinstance(message.source, int) and isinstance(message.destination, int):
+        if delays and isinstance(message.source, int) and (isinstance(message.destination, int)
+                                                           or not message.is_request):
+            # Between nodes, and every answer to a client: the bytes sent now (a Fetch answer's
+            # file regions are read now, not after the node crashed and its files were torn).
             requester = message.source if message.is_request else message.destination
-            message = on_the_wire(message, f"kraftd-node-{requester}")  # the bytes sent now
+            client_id = f"kraftd-node-{requester}" if isinstance(requester, int) else requester
+            message = on_the_wire(message, client_id)
             self.coverage["wire messages"] += 1
         message.sent_ms = self.now
         for delay in delays:
@@ -386,6 +402,11 @@ class Simulation:
         if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "flush", node_id, incarnation):
             return
         sn.flushing = False
+        if self.rates.fsync_failure and self.faults_on and self.rng.random() < self.rates.fsync_failure:
+            # fsync failed: the server stops at once (it cannot know what reached the disk).
+            self.coverage["fsync failures"] += 1
+            self.log_fault(f"node {node_id}: fsync fails, the node stops")
+            return self._on_crash(node_id, False, logged=True)
         for key, log in sn.node.logs_to_flush():
             sn.node.on_flushed(key, log.flush(), sn.clock())
         self.settle(sn)
@@ -412,6 +433,8 @@ class Simulation:
             return
         if sn.persisting:
             self.coverage["crashes while persisting"] += 1
+        if lose_disk and any(other.disk.lost for other in self.nodes.values()):
+            lose_disk = False  # one replaced disk at a time: an earlier rejoin has not completed
         if lose_disk:
             sn.lose_disk()
             self.coverage["disk losses"] += 1

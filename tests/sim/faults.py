@@ -16,7 +16,7 @@ class FaultRates:
     one_way_share: float      # share of partitions that cut one direction only
     crash_every_ms: int       # mean time between crashes (0: never)
     down_ms: int              # how long a crashed node stays down
-    disk_loss: bool           # one crash of the run loses the node's whole disk
+    disk_loss: bool           # some crashes (up to DISK_LOSSES_MAX) lose the node's whole disk
     fsync_ms: int             # flush and persist latency
     crash_after_vote: float   # chance a node crashes right after granting a vote (buggify)
     # Crashes at protocol moments (name -> chance each time the moment comes), next to the
@@ -28,6 +28,8 @@ class FaultRates:
     # Realistic sizes: snapshot chunks and fetch limits of a few KB (multi-chunk downloads,
     # fetch answers cut short), against snapshots of ~6 KB. 0: the defaults (1 MiB and more).
     chunk_bytes: int = 0
+    file_logs: bool = False   # the production FileLog on tmpfs: torn tails, recovery at restart
+    fsync_failure: float = 0.0  # chance a flush fails (the node stops, as the server does)
 
     @classmethod
     def draw(cls, rng: random.Random) -> "FaultRates":
@@ -52,6 +54,8 @@ class FaultRates:
             clock_drift=maybe(0.5, rng.choice([0.01, 0.05, 0.1]), 0.0),
             late_share=maybe(0.4, rng.choice([0.01, 0.05]), 0.0),
             chunk_bytes=maybe(0.5, rng.choice([700, 1500, 4000]), 0),
+            file_logs=rng.random() < 0.4,
+            fsync_failure=maybe(0.3, rng.choice([0.002, 0.01]), 0.0),
         )
 
 
@@ -63,3 +67,4 @@ MOMENTS = (
     "hw-advanced",         # a leader just moved its high watermark
 )
 MOMENT_CRASHES_MAX = 8     # per run, so that the cluster still has time to make progress
+DISK_LOSSES_MAX = 3        # per run; a new one only once every earlier rejoin completed

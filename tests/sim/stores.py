@@ -8,6 +8,7 @@ import uuid
 
 from kraftd.quorum.raft.election_state import MemoryElectionStore
 from kraftd.storage import MemoryLog
+from kraftd.storage.file_log import FileLog
 from kraftd.storage.snapshots import SnapshotStore
 from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo
 
@@ -107,3 +108,100 @@ class Disk:
     def crash(self) -> None:
         for log in self.logs.values():
             log.crash()
+
+
+class TrackedFileLog(FileLog):
+    """The production FileLog, remembering how much of each segment file a flush made durable
+    (what a power loss keeps), and counting truncations."""
+
+    coverage = None
+
+    def __init__(self, directory, *, durable: dict, **kwargs) -> None:
+        self.durable = durable  # segment path -> bytes made durable (shared by the Disk)
+        super().__init__(directory, **kwargs)
+        for seg in self._segments:  # what recovery kept is on disk
+            self.durable[seg.path] = seg.size
+
+    def flush(self) -> int:
+        offset = super().flush()
+        for seg in self._segments:
+            self.durable[seg.path] = seg.size
+        return offset
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log_end_offset and self.coverage is not None:
+            self.coverage["truncations"] += 1
+        super().truncate_to(offset)
+        if self._segments:  # the cut segment was rewritten and fsynced
+            last = self._segments[-1]
+            self.durable[last.path] = last.size
+        for seg in self._segments:
+            self.durable[seg.path] = min(self.durable.get(seg.path, 0), seg.size)
+
+
+class FileDisk(Disk):
+    """A node's disk as real files on tmpfs, with the production FileLog. A crash is a power
+    loss: each segment keeps its durable bytes and a random prefix of the rest (torn batches
+    included; sometimes the kept tail reads back as zeros, as unwritten blocks of a grown file
+    do), and the next open runs the log's recovery."""
+
+    def __init__(self, cluster_id: str, coverage, rng, *, recovery_checks_crc: bool = True) -> None:
+        super().__init__(cluster_id, coverage)
+        self.rng = rng
+        self.recovery_checks_crc = recovery_checks_crc
+        self.log_root = tempfile.mkdtemp(prefix="kraftd-sim-logs-", dir=_TMPFS)
+        self.durable: dict = {}
+
+    def open_log(self, topic, index, config):
+        log = self.logs.get((topic, index))
+        if log is None:
+            log = self.logs[(topic, index)] = self._open(topic, index)
+        return log
+
+    def _open(self, topic, index) -> TrackedFileLog:
+        log = TrackedFileLog(os.path.join(self.log_root, f"{topic}-{index}"), durable=self.durable,
+                             segment_bytes=64 * 1024, recovery_checks_crc=self.recovery_checks_crc)
+        log.coverage = self.coverage
+        report = log.recovery_report
+        if report.truncated_bytes and self.coverage is not None:
+            self.coverage["torn tails"] += 1
+            if report.truncation_reason and "CRC" in report.truncation_reason:
+                self.coverage["CRC failures at recovery"] += 1
+        return log
+
+    def crash(self) -> None:
+        for key, log in list(self.logs.items()):
+            paths = [seg.path for seg in log._segments]
+            log.abandon()
+            for path in paths:
+                self._tear(path)
+            self.logs[key] = self._open(*key)  # recovery (at the crash, not the restart: the same)
+
+    def _tear(self, path: str) -> None:
+        size = os.path.getsize(path)
+        durable = min(self.durable.get(path, 0), size)
+        if size <= durable:
+            return
+        keep = durable + self.rng.randint(0, size - durable)
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            if keep > durable and self.rng.random() < 0.3:
+                start = self.rng.randint(durable, keep - 1)
+                f.seek(start)
+                f.write(bytes(keep - start))
+                if self.coverage is not None:
+                    self.coverage["zeroed tails"] += 1
+
+    def _drop_topic(self, name) -> None:
+        for key in [k for k in self.logs if k[0] == name]:
+            self.logs.pop(key).abandon()
+            shutil.rmtree(os.path.join(self.log_root, f"{key[0]}-{key[1]}"), ignore_errors=True)
+
+    def discard(self) -> None:
+        for log in self.logs.values():
+            log.abandon()
+        shutil.rmtree(self.log_root, ignore_errors=True)
+        super().discard()
+
+
+_TMPFS = "/dev/shm" if os.path.isdir("/dev/shm") else None
