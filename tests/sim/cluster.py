@@ -205,6 +205,7 @@ class Simulation:
     # -- node glue: the shell's part -------------------------------------------------------------
     def new_disk(self) -> Disk:
         if self.rates.file_logs:
+            self.coverage["file-log seeds"] = 1
             return FileDisk(CLUSTER_ID, self.coverage, self.rng,
                             recovery_checks_crc=not (self.bugs and self.bugs.recovery_keeps_torn_batch))
         return Disk(CLUSTER_ID, self.coverage)

@@ -228,7 +228,7 @@ def _status(sim) -> str:
 # and protocol event, at least once per 50 seeds on average.
 COVERAGE_REQUIRED = (
     "elections", "truncations", "snapshot installs", "later snapshot chunks", "lost persists", "pipelined produce",
-    "small-size seeds",
+    "small-size seeds", "file-log seeds", "torn tails", "fsync failures", "rejoins completed",
     "late answers", "pauses", "drifting clocks", "wire messages", "crashes", "disk losses",
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
 )
