@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kraftd.config.settings import Settings
 from kraftd.protocol import messages as m
+from kraftd.quorum.peer import Peer
 from kraftd.server import app as appmod
 from kraftd.server.app import KraftdServer
 from server_client import TestClient, fetch, produce
@@ -57,7 +58,8 @@ async def test_api_versions_round_trip(server):
                                                                  client_software_version="1"))
         assert body.error_code == 0
         assert {k.api_key for k in body.api_keys} >= {0, 1, 3, 18}
-    assert srv.node.peers == {f"127.0.0.1:{c.writer.get_extra_info('sockname')[1]}"}
+    # The node hears who sent it: the client's address, and no node id (it did not authenticate).
+    assert srv.node.peers == {Peer(f"127.0.0.1:{c.writer.get_extra_info('sockname')[1]}")}
     c.close()
 
 

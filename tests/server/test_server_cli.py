@@ -17,7 +17,7 @@ def test_serve_flags_map_to_settings_fields():
     assert {f: getattr(args, f) for f, _ in serve.FLAGS.values()} == {
         "node_id": 3, "listen": "127.0.0.1:0", "advertised_listener": "h:1", "data_dir": "/d",
         "metrics_listen": "127.0.0.1:0", "log_format": "json", "log_level": "debug",
-        "fsync_policy": "never", "voters": "1@a:1,3@b:2"}
+        "fsync_policy": "never", "voters": "1@a:1,3@b:2", "cluster_secret_file": None}
 
 
 def test_flags_not_given_are_none_so_env_and_file_apply():
