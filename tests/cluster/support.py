@@ -112,20 +112,25 @@ def wait_cluster_ready(cluster: KraftdCluster, timeout: float = 30.0) -> int:
             from None
 
 
-def replica_progress(address: str, topic: str, partition: int, timeout: float = 2.0) -> dict | None:
-    """DescribeQuorum (raw) at one node: {voter: (log end, last fetch ms, last caught up ms)} as the
-    leader sees them (timestamps are the leader's wall clock, -1 unknown); None if it does not lead."""
+def describe_quorum(address: str, topic: str, partition: int, timeout: float = 2.0):
+    """One node's raw DescribeQuorum v2 answer (the whole response)."""
     from kraftd.client import WireClient
     from kraftd.protocol import api
     from kraftd.protocol import messages as m
 
     client = WireClient(address, client_id="cluster-tests", timeout=timeout)
     try:
-        response = client.request(api.DESCRIBE_QUORUM, 2, m.DescribeQuorumRequest(topics=[
+        return client.request(api.DESCRIBE_QUORUM, 2, m.DescribeQuorumRequest(topics=[
             m.DescribeQuorumRequest.TopicData(topic_name=topic, partitions=[
                 m.DescribeQuorumRequest.PartitionData(partition_index=partition)])]))
     finally:
         client.close()
+
+
+def replica_progress(address: str, topic: str, partition: int, timeout: float = 2.0) -> dict | None:
+    """DescribeQuorum (raw) at one node: {voter: (log end, last fetch ms, last caught up ms)} as the
+    leader sees them (timestamps are the leader's wall clock, -1 unknown); None if it does not lead."""
+    response = describe_quorum(address, topic, partition, timeout)
     p = response.topics[0].partitions[0] if response.error_code == 0 and response.topics else None
     if p is None or p.error_code != 0:
         return None

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.cluster.support import describe, metadata, parse_status, wait_cluster_ready
+from tests.cluster.support import describe, describe_quorum, metadata, parse_status, wait_cluster_ready
 from tests.support.cluster import HOST, KraftdCluster
 from tests.support.tcp_proxy import TcpProxy
 
@@ -48,17 +48,7 @@ def cluster(tmp_path_factory):
 
 def raw_describe(address: str, topic: str, partition: int):
     """One node's raw DescribeQuorum v2 answer for the partition (its PartitionData)."""
-    from kraftd.client import WireClient
-    from kraftd.protocol import api
-    from kraftd.protocol import messages as m
-
-    client = WireClient(address, client_id="describe-anywhere-tests", timeout=10)
-    try:
-        response = client.request(api.DESCRIBE_QUORUM, 2, m.DescribeQuorumRequest(topics=[
-            m.DescribeQuorumRequest.TopicData(topic_name=topic, partitions=[
-                m.DescribeQuorumRequest.PartitionData(partition_index=partition)])]))
-    finally:
-        client.close()
+    response = describe_quorum(address, topic, partition, timeout=10)
     assert response.error_code == 0, response
     return response.topics[0].partitions[0]
 

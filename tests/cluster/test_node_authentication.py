@@ -13,6 +13,7 @@ raw Kafka frames as a hostile client would send them:
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.records import build_batch
-from tests.cluster.support import gauge, metadata, wait_cluster_ready
+from tests.cluster.support import gauge, metadata, samples, wait_cluster_ready
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
@@ -183,14 +184,9 @@ def test_forged_elections_and_registrations_change_nothing(tmp_path):
             assert metadata(cluster.node(i), []).brokers == brokers, f"node {i} gives out another address"
         for p, (leader, _) in placement.items():
             assert _produce(cluster.node(leader), p).error_code == 0, "acks=all writes stopped"
-        refused = sum(v for (name, labels), v in _samples(cluster, quorum[0]).items()
+        refused = sum(v for (name, labels), v in samples(cluster, quorum[0]).items()
                       if name == "kraftd_errors_total" and dict(labels).get("code") == str(int(REFUSED)))
         assert refused >= 3 * 2 * 3, "the refusals are counted in kraftd_errors_total"
-
-
-def _samples(cluster, node):
-    from tests.cluster.support import samples
-    return samples(cluster, node)
 
 
 def test_a_node_with_another_secret_never_joins_and_says_why(tmp_path):
@@ -228,6 +224,6 @@ def test_a_cluster_without_a_secret_refuses_to_start(tmp_path):
                              "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
                              "--voters", "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3"],
                             capture_output=True, text=True, timeout=60,
-                            env={k: v for k, v in __import__("os").environ.items() if k != "KRAFTD_CLUSTER_SECRET"})
+                            env={k: v for k, v in os.environ.items() if k != "KRAFTD_CLUSTER_SECRET"})
     assert result.returncode == 2, result
     assert "cluster_secret" in result.stderr and "KRAFTD_CLUSTER_SECRET" in result.stderr

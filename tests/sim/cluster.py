@@ -17,7 +17,6 @@ from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
-from kraftd.quorum.raft.group import SafetyViolation
 
 from .faults import MOMENT_CRASHES_MAX
 from .network import Message, Network, on_the_wire

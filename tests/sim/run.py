@@ -124,33 +124,29 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     return result
 
 
+def _times(rng, mean_ms: int, until_ms: int):
+    """A Poisson process of the given mean gap, until `until_ms` (nothing when mean_ms is 0)."""
+    t = 0
+    while mean_ms:
+        t += int(rng.expovariate(1 / mean_ms)) + 1
+        if t >= until_ms:
+            return
+        yield t
+
+
 def _schedule_faults(sim, rates: FaultRates, until_ms: int) -> None:
     rng = sim.rng
-    if rates.partition_every_ms:
-        t = 0
-        while True:
-            t += int(rng.expovariate(1 / rates.partition_every_ms)) + 1
-            if t >= until_ms:
-                break
-            sim.at(t, "partition")
-            sim.at(t + rng.randint(300, 3000), "heal")
-    if rates.pause_every_ms:
-        t = 0
-        while True:
-            t += int(rng.expovariate(1 / rates.pause_every_ms)) + 1
-            if t >= until_ms:
-                break
-            # Longer than an election timeout (300 ms + jitter): it comes back with a stale view.
-            sim.at(t, "pause", rng.choice(list(sim.nodes)), rng.randint(700, 2500))
-    if rates.crash_every_ms:
-        t, disk_lost = 0, 0
-        while True:
-            t += int(rng.expovariate(1 / rates.crash_every_ms)) + 1
-            if t >= until_ms:
-                break
-            lose = rates.disk_loss and disk_lost < DISK_LOSSES_MAX and rng.random() < 0.5
-            disk_lost += lose
-            sim.at(t, "crash", rng.choice(list(sim.nodes)), lose)
+    for t in _times(rng, rates.partition_every_ms, until_ms):
+        sim.at(t, "partition")
+        sim.at(t + rng.randint(300, 3000), "heal")
+    for t in _times(rng, rates.pause_every_ms, until_ms):
+        # Longer than an election timeout (300 ms + jitter): it comes back with a stale view.
+        sim.at(t, "pause", rng.choice(list(sim.nodes)), rng.randint(700, 2500))
+    disk_lost = 0
+    for t in _times(rng, rates.crash_every_ms, until_ms):
+        lose = rates.disk_loss and disk_lost < DISK_LOSSES_MAX and rng.random() < 0.5
+        disk_lost += lose
+        sim.at(t, "crash", rng.choice(list(sim.nodes)), lose)
 
 
 def _check_admin(sim, admin) -> None:
