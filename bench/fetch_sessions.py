@@ -77,6 +77,8 @@ class SessionKraftd(KraftdServer):
     def env(self) -> dict[str, str]:
         e = super().env()
         e["KRAFTD_FSYNC_POLICY"] = "never"
+        # One consumer session over every partition: above the default cap of a client's session.
+        e.setdefault("KRAFTD_MAX_INCREMENTAL_FETCH_SESSION_PARTITIONS", str(PARTITIONS))
         return e
 
     def command(self, port: int) -> list[str]:
@@ -397,7 +399,8 @@ def _memory_on_fresh_node(partitions: int, version: int, keep_response: bool) ->
     peer = Peer("127.0.0.1:40000")
     try:
         now = int(time.time() * 1000)
-        node = Node.open(NodeConfig(data_dir=data_dir, fsync_policy="never"), now)
+        node = Node.open(NodeConfig(data_dir=data_dir, fsync_policy="never",
+                                    max_incremental_fetch_session_partitions=max(partitions, 1000)), now)
 
         def decoded(api_key: int, ver: int, req):
             hdr = m.RequestHeader(request_api_key=api_key, request_api_version=ver,

@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     auto_create_topics_burst: int = Field(100, gt=0)
     auto_create_topics_max: int = Field(1_000, gt=0)
     # Partitions the cluster may hold: CreateTopics past it is POLICY_VIOLATION.
-    max_partitions: int = Field(20_000, gt=0)
+    max_partitions: int = Field(10_000, gt=0)
     # Kafka's producer.id.expiration.ms: an idempotent producer's state (epoch, last sequences)
     # is forgotten after this long without a batch, checked every ..._check_interval_ms.
     producer_id_expiration_ms: int = Field(DAY_MS, gt=0)
@@ -135,10 +135,11 @@ class Settings(BaseSettings):
     fetch_max_wait_cap_ms: int = Field(30_000, ge=0)
     max_incremental_fetch_session_cache_slots: int = Field(1000, ge=0)
     min_incremental_fetch_session_eviction_ms: int = Field(120_000, ge=0)
-    # A full fetch naming more partitions (unknown ones included) opens no session: it is
-    # answered in full with session id 0; an incremental fetch growing a session past it ends
-    # the session (FETCH_SESSION_ID_NOT_FOUND, the client falls back to full fetches).
-    max_incremental_fetch_session_partitions: int = Field(10_000, gt=0)
+    # A client's full fetch naming more partitions (unknown ones included) opens no session: it
+    # is answered in full with session id 0; an incremental fetch growing a session past it ends
+    # the session (FETCH_SESSION_ID_NOT_FOUND, the client falls back to full fetches). Sessions
+    # of authenticated nodes (followers) are not capped.
+    max_incremental_fetch_session_partitions: int = Field(1_000, gt=0)
     snapshot_min_changed_records_ratio: float = Field(0.5, gt=0, le=1)
     snapshot_max_bytes_between: int = Field(20 * MIB, gt=0)
     snapshot_start_offset_lag_time_max_ms: int = Field(7 * DAY_MS, gt=0)

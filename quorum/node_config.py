@@ -24,7 +24,7 @@ class NodeConfig:
     auto_create_topics_rate: float = 10.0   # tokens per second ...
     auto_create_topics_burst: int = 100     # ... into a bucket this big; one per auto-created topic
     auto_create_topics_max: int = 1_000     # no auto-creation once the cluster holds this many topics
-    max_partitions: int = 20_000            # CreateTopics past this many partitions: POLICY_VIOLATION
+    max_partitions: int = 10_000            # CreateTopics past this many partitions: POLICY_VIOLATION
     producer_id_expiration_ms: int = DAY_MS
     producer_id_expiration_check_interval_ms: int = 600_000
     request_timeout_cap_ms: int = 60_000    # a parked Produce/CreateTopics/DeleteTopics waits at most this
@@ -43,7 +43,7 @@ class NodeConfig:
     fetch_max_wait_cap_ms: int = 30_000
     max_incremental_fetch_session_cache_slots: int = 1000
     min_incremental_fetch_session_eviction_ms: int = 120_000
-    max_incremental_fetch_session_partitions: int = 10_000
+    max_incremental_fetch_session_partitions: int = 1_000  # a client's session (followers': no cap)
     snapshot_min_changed_records_ratio: float = 0.5
     snapshot_max_bytes_between: int = 20 * MIB
     snapshot_start_offset_lag_time_max_ms: int = 7 * DAY_MS

@@ -16,7 +16,8 @@ from kraftd.config.settings import Settings, format_host_port
 
 from .broker import Broker, now_ms
 from .connection import KafkaConnection
-from .connection_limits import ConnectionLimits
+from .connection_limits import (FD_RESERVE, FDS_PER_PARTITION, ConnectionLimits, fit_descriptor_limit,
+                                open_file_limit)
 from .hw_checkpoints import HighWatermarkCheckpointer
 from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
@@ -72,6 +73,13 @@ class KraftdServer:
             backlog=1024)
         self.kafka_address = self._listener.sockets[0].getsockname()[:2]
         config = s.to_node_config(bound_port=self.kafka_address[1])
+        nofile = open_file_limit()
+        max_connections, config["max_partitions"] = fit_descriptor_limit(s.max_connections, s.max_partitions, nofile)
+        if (max_connections, config["max_partitions"]) != (s.max_connections, s.max_partitions):
+            log.warning("the open file limit cannot hold max_connections and max_partitions: both lowered",
+                        nofile=nofile, max_connections=max_connections, max_partitions=config["max_partitions"],
+                        configured=(s.max_connections, s.max_partitions),
+                        needs=s.max_connections + FDS_PER_PARTITION * s.max_partitions + FD_RESERVE)
         self.node = await loop.run_in_executor(None, self._node_factory, config, now_ms())
         self.metrics.watch_node(lambda: self.node)
         self.metrics.observe_snapshot_loads(self.node)
@@ -87,7 +95,7 @@ class KraftdServer:
                              flush_interval_ms=s.flush_interval_ms, metrics=self.metrics,
                              fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio,
                              node_credentials=credentials,
-                             limits=ConnectionLimits(s.max_connections, s.max_connections_per_ip))
+                             limits=ConnectionLimits(max_connections, s.max_connections_per_ip))
         self.broker.on_fatal = self.request_stop
         if s.voters:
             from kraftd.config.settings import parse_voters

@@ -160,7 +160,7 @@ class Broker:
         try:
             header, body = codec.decode_request(frame)
         except Exception as e:  # DecodeError: a peer's malformed bytes; never fatal
-            raise CloseConnection(f"malformed request: {e}") from None
+            raise CloseConnection(f"malformed request: {e}", "malformed request") from None
         key, version = header.request_api_key, header.request_api_version
         api = self._api_name(key)
         if body is None:
@@ -171,7 +171,7 @@ class Broker:
                 codec.encode_api_versions_fallback(header, parts)
                 self.metrics.errors.labels(api, str(UNSUPPORTED_VERSION)).inc()
                 return ResponseSlot(conn, api, parts)
-            raise CloseConnection(f"unsupported api {key} v{version}")
+            raise CloseConnection(f"unsupported api {key} v{version}", "unsupported api")
         self.metrics.request_counter(api, version).inc()
         if key == SASL_HANDSHAKE or key == SASL_AUTHENTICATE:
             return self._sasl_step(conn, api, header, body)

@@ -24,10 +24,21 @@ WRITE_LOW_WATER = 256 * 1024
 MAX_PENDING = 128
 # Parts shorter than this are joined into one buffer; longer ones are written as-is (no copy).
 COALESCE_MAX = 64 * 1024
+# A connection handles pipelined frames for at most this long per turn of the event loop, then
+# lets the other connections and /metrics have theirs (a client pipelining costly requests,
+# Metadata for every topic say, must not hold the loop for seconds).
+TURN_BUDGET_S = 0.01
 
 
 class CloseConnection(Exception):
-    """Raised by the dispatcher: drop this connection (malformed or unsupported request)."""
+    """Raised by the dispatcher: drop this connection (malformed or unsupported request).
+
+    str() is the detail for the log; `reason` labels kraftd_disconnects_total and must come
+    from a small fixed set (a client's bytes in a label would make one series per request)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class Dispatcher(TypingProtocol):
@@ -135,6 +146,7 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- framing ---------------------------------------------------------------------------
     def _split_frames(self, data: bytes) -> None:
+        started = time.perf_counter()
         buf = self._buf
         if buf:
             buf += data
@@ -166,6 +178,9 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if self._unflushed >= WRITE_HIGH_WATER:
                 self.flush()  # may call pause_writing(), which stops the loop above
+            if time.perf_counter() - started > TURN_BUDGET_S and end - pos >= 4 and not self._paused:
+                self._pause("turn")  # the rest waits, unparsed, for the next turn
+                self._loop.call_soon(self._resume, "turn")
         if pos < end:
             self._buf += mv[pos:]
             if len(self._buf) >= 4:  # reject an oversize header before buffering its body
@@ -184,7 +199,7 @@ class KafkaConnection(asyncio.Protocol):
             slot = self._dispatcher.dispatch(self, frame)
         except CloseConnection as e:
             log.info("closing connection", peer=self.peer, reason=str(e))
-            self.close(str(e))
+            self.close(e.reason)
             return
         if slot is not None:
             if slot.parts is not None:

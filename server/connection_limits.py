@@ -40,3 +40,33 @@ class ConnectionLimits:
 
     def from_ip(self, host: str) -> int:
         return self._per_ip.get(host, 0)
+
+
+# Descriptors a partition holds: its active segment and its directory (more once it has rolled
+# segments, or maps one for reading). The reserve is for listeners, peers, the event loop, the
+# fsync machinery and snapshot files.
+FDS_PER_PARTITION = 2
+FD_RESERVE = 512
+
+
+def fit_descriptor_limit(max_connections: int, max_partitions: int, nofile: int | None) -> tuple[int, int]:
+    """(max_connections, max_partitions), both scaled down by the same factor when together they
+    would need more descriptors than RLIMIT_NOFILE allows: a client must meet a cap and its
+    refusal, not EMFILE half-way through creating a topic or on every accept."""
+    if not nofile or nofile <= 0:
+        return max_connections, max_partitions
+    need = max_connections + FDS_PER_PARTITION * max_partitions
+    available = max(nofile - FD_RESERVE, 2 + FDS_PER_PARTITION)
+    if need <= available:
+        return max_connections, max_partitions
+    factor = available / need
+    return max(1, int(max_connections * factor)), max(1, int(max_partitions * factor))
+
+
+def open_file_limit() -> int | None:
+    try:
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft

@@ -9,11 +9,12 @@ from .session import FetchSession
 
 class FetchSessionCache:
     def __init__(self, max_slots: int, eviction_ms: int, new_id: Callable[[], int], *,
-                 max_partitions: int = 10_000, refusals=None) -> None:
+                 max_partitions: int = 1_000, refusals=None) -> None:
         self.max_slots = max_slots
         self.eviction_ms = eviction_ms
-        # Partitions one session may hold, unknown ones included
-        # (max_incremental_fetch_session_partitions); refusals counted in `refusals`.
+        # Partitions one client's session may hold, unknown ones included
+        # (max_incremental_fetch_session_partitions; a follower's is not capped: only an
+        # authenticated node opens one); refusals counted in `refusals`.
         self.max_partitions = max_partitions
         self.refusals = refusals
         self._new_id = new_id  # a CSPRNG in production, a seeded generator in simulations
@@ -38,9 +39,9 @@ class FetchSessionCache:
         # Every use counts, or busy sessions would look idle (KAFKA-9137).
         session.last_used_ms = now_ms
 
-    def too_big(self, partitions: int) -> bool:
-        """A session of this many partitions is refused (counted)."""
-        if partitions <= self.max_partitions:
+    def too_big(self, partitions: int, privileged: bool = False) -> bool:
+        """A client's session of this many partitions is refused (counted)."""
+        if partitions <= self.max_partitions or privileged:
             return False
         if self.refusals is not None:
             self.refusals.refuse("fetch_session_partitions")

@@ -54,7 +54,7 @@ class FullContext(SessionlessContext):
         self._uses_topic_ids = uses_topic_ids
 
     def response(self, results: list, build, now_ms: int) -> FetchResponse:
-        if not self.fetches or self._cache.too_big(len(self.fetches)):
+        if not self.fetches or self._cache.too_big(len(self.fetches), self._privileged):
             # Over max_incremental_fetch_session_partitions: answered in full, no session (the
             # client goes on with full fetches, as when no slot is free).
             return build(self.fetches, results, 0)
@@ -168,7 +168,7 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
                        fetch.current_leader_epoch, fetch.last_fetched_epoch)
     for key in forgotten_keys(request, version, topics):
         session.remove(key)
-    if cache.too_big(len(session)):
+    if cache.too_big(len(session), session.privileged):
         # Grown past max_incremental_fetch_session_partitions: the session ends, and the client
         # starts over with a full fetch (which then opens no session).
         cache.close(session.id, principal)

@@ -51,6 +51,16 @@ def test_an_incremental_fetch_growing_a_session_past_the_cap_ends_it(tmp_path):
     assert ctx.node.refusals["fetch_session_partitions"] == 1
 
 
+def test_a_followers_session_is_not_capped():
+    """Only an authenticated node opens a privileged session (node_claims): a follower fetching
+    every partition it replicates from one leader keeps its incremental session."""
+    from kraftd.quorum.fetch_sessions import FetchSessionCache
+    refusals = Refusals()
+    cache = FetchSessionCache(10, 1000, iter(range(1, 100)).__next__, max_partitions=3, refusals=refusals)
+    assert cache.too_big(4) and not cache.too_big(3) and not cache.too_big(4, privileged=True)
+    assert refusals == {"fetch_session_partitions": 1}
+
+
 # -- auto-created topics: auto_create_topics_rate/_burst/_max, max_partitions ------------------
 def test_auto_creation_is_rate_limited_then_refills(tmp_path):
     ctx = (NodeTestContext.builder(tmp_path)

@@ -193,3 +193,29 @@ async def test_batch_done_once_per_data_received(wired):
     conn, d, t = wired
     conn.data_received(frame(b"Ra") + frame(b"Rb"))
     assert d.batches == 1
+
+
+async def test_costly_pipelined_frames_yield_the_loop_between_turns(wired, monkeypatch):
+    """A connection handles frames for at most TURN_BUDGET_S per turn; the rest wait, unparsed,
+    and other callbacks (other clients, /metrics) run in between. Answers keep their order."""
+    import time as _time
+
+    conn, d, t = wired
+    dispatch = d.dispatch
+
+    def slow(c, f):
+        _time.sleep(0.004)
+        return dispatch(c, f)
+
+    monkeypatch.setattr(d, "dispatch", slow)
+    others: list[int] = []
+    asyncio.get_running_loop().call_soon(lambda: others.append(len(d.frames)))
+    conn.data_received(b"".join(frame(b"R%d" % i) for i in range(10)))
+    assert 1 <= len(d.frames) < 10 and t.reading_paused  # over the 10 ms budget: paused
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if len(d.frames) == 10:
+            break
+    assert len(d.frames) == 10 and not t.reading_paused
+    assert others and others[0] < 10  # the other callback ran before the last frames
+    assert split_frames(t.output) == [b"%d" % i for i in range(10)]

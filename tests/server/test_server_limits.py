@@ -4,6 +4,7 @@ refusals on /metrics (kraftd_refused_total{what}). The whole server in-process, 
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 
 import pytest
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kraftd.config.settings import Settings
 from kraftd.protocol import messages as m
 from kraftd.server.app import KraftdServer
-from kraftd.server.connection_limits import ConnectionLimits
+from kraftd.server.connection_limits import ConnectionLimits, fit_descriptor_limit
 from server_client import TestClient
 
 
@@ -75,6 +76,16 @@ def test_connection_limits_count_per_address_and_in_total():
     assert limits.open == 0 and limits._per_ip == {}  # no entry left per address ever seen
 
 
+def test_the_caps_are_lowered_to_fit_the_open_file_limit():
+    """A client must meet a cap and its refusal, not EMFILE: each partition holds two descriptors
+    (its segment and its directory), each connection one."""
+    assert fit_descriptor_limit(10_000, 10_000, 1_048_576) == (10_000, 10_000)
+    assert fit_descriptor_limit(10_000, 10_000, None) == (10_000, 10_000)
+    connections, partitions = fit_descriptor_limit(10_000, 10_000, 4096)
+    assert (connections, partitions) == (1194, 1194)
+    assert connections + 2 * partitions <= 4096 - 512
+
+
 async def test_a_connection_over_max_connections_per_ip_is_closed_at_once(server):
     srv = await server(max_connections_per_ip=2)
     first, second = [await TestClient.connect(*srv.kafka_address) for _ in range(2)]
@@ -135,3 +146,20 @@ async def test_every_cap_is_on_metrics_from_the_start(server):
                  "auto_create_total", "partitions", "groups", "group_members", "request_timeout"):
         assert refused(values, what) == 0
     assert values[("kraftd_producer_ids_expired_total", ())] == 0
+
+
+async def test_disconnect_reasons_are_a_fixed_set_whatever_the_bytes(server):
+    """kraftd_disconnects_total{reason} once had the decoder's message (and the api key and
+    version) in its label: one new series per malformed frame, which grew RSS and /metrics
+    without bound under mutated frames."""
+    srv = await server()
+    frames = [struct.pack(">hhih", key, version, 1, -1) for key, version in ((999, 1), (1000, 7), (31000, 2))]
+    frames += [struct.pack(">hhih", 3, 12, 1, -1) + bytes([i]) * i for i in range(1, 6)]  # Metadata v12 garbage
+    for payload in frames:
+        client = await TestClient.connect(*srv.kafka_address)
+        client.send_raw(payload)
+        assert await client.closed_by_server()
+        client.close()
+    values = await metrics(srv)
+    reasons = {dict(labels)["reason"]: n for (name, labels), n in values.items() if name == "kraftd_disconnects_total"}
+    assert reasons == {"unsupported api": 3, "malformed request": 5}
