@@ -97,6 +97,17 @@ class SimNode:
                     self.node.create_replicated_topic(name, topic_id, assignments, self.sim.topic_configs[name],
                                                       now_ms)
 
+    @property
+    def rejoining(self) -> bool:
+        """Its disk replaced a lost one and a group of it may not vote yet. (The node's own rejoin
+        check reads the image, which the simulation's out-of-band data topics are not in, so
+        the marker alone says too little.)"""
+        if self.disk.lost:
+            return True
+        if self.node is not None:
+            return any(not g.state.may_vote for g in self.node.replication.groups.values())
+        return any(not s.may_vote for s in self.disk.elections.states.values())
+
     def _rejoined(self) -> None:
         """Every group caught up: the durable rejoin marker goes, as the server removes its file."""
         if self.disk.lost:
@@ -433,7 +444,7 @@ class Simulation:
             return
         if sn.persisting:
             self.coverage["crashes while persisting"] += 1
-        if lose_disk and any(other.disk.lost for other in self.nodes.values()):
+        if lose_disk and any(other.rejoining for other in self.nodes.values()):
             lose_disk = False  # one replaced disk at a time: an earlier rejoin has not completed
         if lose_disk:
             sn.lose_disk()
