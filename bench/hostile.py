@@ -49,7 +49,7 @@ TOPIC = "hostile-data"
 SCRAPE_LIMIT_S = 1.0
 # Topics the mutated Metadata, Produce and CreateTopics frames create are within the caps, not a
 # leak; lower caps are reached in the first minutes, so that what grows after them shows.
-BENCH_CAPS = {"KRAFTD_AUTO_CREATE_TOPICS_MAX": "300", "KRAFTD_MAX_PARTITIONS": "3000"}
+BENCH_CAPS = {"KRAFTD_AUTO_CREATE_TOPICS_MAX": "300", "KRAFTD_MAX_PARTITIONS": "1000"}
 LEVEL_PCT = 5.0
 LEVEL_MIB = 8.0
 HOSTILE_INTS = [0, -1, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 2**31 - 1, -2**31, 2**30, 3000]
