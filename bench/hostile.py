@@ -4,8 +4,11 @@
     .venv/bin/python -m bench.hostile --minutes 3     # shorter
     .venv/bin/python -m bench.hostile --attach 127.0.0.1:9092 --metrics-port 9464 --pid PID
 
-One `kraftd serve` process (default settings, temporary data dir, log level warning) is
-started, unless `--attach` names a running one. For `--minutes` three kinds of client run at
+One `kraftd serve` process (default settings but for the topic caps, temporary data dir, log
+level warning) is started, unless `--attach` names a running one. The mutated frames create
+topics, as the caps allow; lower caps (`BENCH_CAPS`: 300 topics auto-created, 1,000 partitions)
+are reached in the first minutes, so that what grows after them shows; `--server-defaults`
+keeps the server's. For `--minutes` three kinds of client run at
 once, each in its own process, all on 127.0.0.1:
 
 - **mutated frames**: valid requests of every API and version (kraftd's own encoder, a few
