@@ -18,6 +18,7 @@ from kraftd.quorum.peer import Peer
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
 from .connection_limits import ConnectionLimits
 from .log_flusher import LogFlusher
+from .logging import LogThrottle
 from .metrics import ServerMetrics
 from .node_auth import NodeCredentials
 from .sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslServerSession
@@ -74,8 +75,8 @@ class Broker:
         self.node_credentials = node_credentials  # None: no cluster secret, no node can authenticate
         # max_connections / max_connections_per_ip (None: unbounded, tests' fake setups)
         self.limits = limits
-        self._refusal_logged_at = 0.0
-        self._refusals_unlogged = 0
+        self._refusal_log = LogThrottle()
+        self._auth_failure_log = LogThrottle()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -122,16 +123,12 @@ class Broker:
         return True
 
     def _log_refusal(self, conn: KafkaConnection, what: str) -> None:
-        """At most one line every 10 s: a flood of refused connections must not flood the log."""
-        self._refusals_unlogged += 1
-        now = time.monotonic()
-        if now - self._refusal_logged_at >= 10.0:
+        refused = self._refusal_log.due()
+        if refused:
             limits = self.limits
-            log.warning("refused connections", peer=conn.peer, cap=what, refused=self._refusals_unlogged,
+            log.warning("refused connections", peer=conn.peer, cap=what, refused=refused,
                         open=limits.open, from_this_ip=limits.from_ip(conn.peer_host),
                         max_connections=limits.max_connections, max_connections_per_ip=limits.max_connections_per_ip)
-            self._refusal_logged_at = now
-            self._refusals_unlogged = 0
 
     def connection_lost(self, conn: KafkaConnection) -> None:
         if conn not in self.connections:
@@ -214,7 +211,9 @@ class Broker:
             conn.sasl = SaslServerSession(self.node_credentials)
         step = conn.sasl.handle(header.request_api_key, body)
         if step.close_reason:
-            log.warning("node authentication refused", peer=conn.peer, reason=step.close_reason)
+            refused = self._auth_failure_log.due()  # a hostile client must not flood the log
+            if refused:
+                log.warning("node authentication refused", peer=conn.peer, reason=step.close_reason, refused=refused)
             self.metrics.auth_failures.inc()
             conn.close_after_answers("sasl failed")
         elif conn.sasl.node_id is not None:

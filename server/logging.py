@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import structlog
 
@@ -41,3 +42,22 @@ def configure_logging(log_format: str = "console", log_level: str = "info", stre
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+class LogThrottle:
+    """At most one line every `interval_s` for one kind of event, so that a flood (refused
+    connections, failed authentications) cannot flood the log; `due()` says how many events the
+    line stands for (this one and those held back since the last), or 0 to stay quiet."""
+
+    def __init__(self, interval_s: float = 10.0) -> None:
+        self._interval_s = interval_s
+        self._last = float("-inf")
+        self._held = 0
+
+    def due(self) -> int:
+        self._held += 1
+        now = time.monotonic()
+        if now - self._last < self._interval_s:
+            return 0
+        self._last, held, self._held = now, self._held, 0
+        return held

@@ -96,3 +96,13 @@ def test_credentials_are_per_node_and_per_secret():
     assert len(hkdf_sha256(SECRET, b"info", 42)) == 42 and hkdf_sha256(SECRET, b"i") == hkdf_sha256(SECRET, b"i")
     with pytest.raises(ValueError):
         NodeCredentials(b"")
+
+
+def test_refused_authentications_are_logged_at_most_every_interval(monkeypatch):
+    from kraftd.server import logging as server_logging
+
+    clock = iter([100.0, 101.0, 105.0, 110.5, 111.0])
+    monkeypatch.setattr(server_logging.time, "monotonic", lambda: next(clock))
+    throttle = server_logging.LogThrottle(10.0)
+    # The first is logged; the next two are held back; at 10.5 s one line stands for three.
+    assert [throttle.due() for _ in range(5)] == [1, 0, 0, 3, 0]
