@@ -45,7 +45,8 @@ def _bug_items(bugs):
     return [(name, getattr(bugs, name)) for name in BugSwitches.__dataclass_fields__]
 
 
-logging.getLogger("kraftd").setLevel(logging.ERROR)  # recoveries of torn tails are expected here
+# Recoveries of torn tails are expected in a run: FileLog's warnings are silenced while one runs.
+_STORAGE_LOG = logging.getLogger("kraftd.storage")
 
 
 def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAFETY_MS,
@@ -61,6 +62,8 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
     sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
     planted.drop_diverging_epoch = bool(bugs and bugs.codec_drops_diverging_epoch)
+    storage_level = _STORAGE_LOG.level
+    _STORAGE_LOG.setLevel(logging.ERROR)
     invariants = Invariants()
     sim.observers.append(invariants)
     result = RunResult(seed, True, shape=f"{nodes} nodes x {groups} groups, {rates}")
@@ -116,6 +119,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         result.error = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
     finally:
         planted.drop_diverging_epoch = False
+        _STORAGE_LOG.setLevel(storage_level)
         sim.discard()
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)
