@@ -1,0 +1,1 @@
+"""Coverage-guided fuzz targets (atheris): `make fuzz`, bench/README.md (u). Not installed."""
