@@ -34,10 +34,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import struct
 import sys
 
-import atheris
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import atheris  # noqa: E402
+
+from fuzz import refuse_seeds_as_output  # noqa: E402
 
 _log = io.StringIO()  # atheris writes a line per instrumented module; keep the summary
 with contextlib.redirect_stderr(_log), atheris.instrument_imports(include=["kraftd.protocol"]):
@@ -144,6 +151,7 @@ def _round_trip(records, header) -> None:
 
 
 def main() -> None:
+    refuse_seeds_as_output(sys.argv)
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
 

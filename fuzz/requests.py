@@ -80,6 +80,7 @@ with contextlib.redirect_stderr(_log), atheris.instrument_imports(include=["kraf
     from kraftd.server.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslServerSession
     # The simulation's memory disk: memory logs, catalog and election store; snapshots on tmpfs.
     from tests.sim.stores import Disk
+from fuzz import refuse_seeds_as_output  # noqa: E402
 sys.stderr.write(f"INFO: instrumented {_log.getvalue().count('Instrumenting')} modules\n")
 
 import atexit
@@ -433,6 +434,7 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--history":
         replay_history(sys.argv[2])
         return
+    refuse_seeds_as_output(sys.argv)
     atheris.Setup(sys.argv, test_one_input)
     harness()  # build the node before the first input (not counted against -timeout)
     atheris.Fuzz()
