@@ -20,6 +20,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from kraftd.client import WireClient
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
@@ -28,6 +30,9 @@ from kraftd.protocol.records import build_batch
 from tests.cluster.support import gauge, metadata, samples, wait_cluster_ready
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
+
+confluent_kafka = pytest.importorskip("confluent_kafka")  # dev dependency: installed by `make test`
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 TOPIC = "guarded"
 PARTITIONS = 3
@@ -196,7 +201,9 @@ def test_a_node_with_another_secret_never_joins_and_says_why(tmp_path):
         wait_until(lambda: all(sorted(metadata(cluster.node(i), []).brokers) == [1, 2, 3] for i in (1, 2, 3))
                    and gauge(cluster, 1, "kraftd_metadata_leader_id") in (1.0, 2.0, 3.0), 60,
                    "the three voters to form the cluster")
-        cluster.create_topic(TOPIC, 4, 3)
+        # Through the voters: node 4 is no member, and what it is sent it cannot forward.
+        admin = AdminClient({"bootstrap.servers": ",".join(cluster.node(i) for i in (1, 2, 3))})
+        admin.create_topics([NewTopic(TOPIC, 4, 3)])[TOPIC].result(60)
 
         def both_sides_logged():
             outsider = cluster.logs(4)
