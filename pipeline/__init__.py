@@ -1,6 +1,6 @@
 """kraftd topics, logs and snapshots as PySpark data sources, and the Spark jobs over them.
 
-    from kraftd.pipeline import register
+    from ..pipeline import register
     register(spark)      # format("kraftd"), format("kraftd-log"), format("kraftd-snapshot")
 
 Needs the `spark` extra (pyspark 4.2-4.3, pandas, pyarrow) and Java 17. The daemon never

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kraftd.protocol.records import BatchHeader, decode_records
+from ..protocol.records import BatchHeader, decode_records
 
 __all__ = ["ROWS_PER_BATCH", "KAFKA_SCHEMA_DDL", "LOG_SCHEMA_DDL", "HEADERS_TYPE", "kafka_ddl", "log_ddl",
            "RowBuffer"]

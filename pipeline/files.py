@@ -7,7 +7,7 @@ import gc
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from kraftd.protocol.records import decode_records
+from ..protocol.records import decode_records
 
 from .arrow import ROWS_PER_BATCH, RowBuffer, log_ddl
 from .log_files import (DEFAULT_SPLIT_BYTES, iter_snapshot_batches, iter_split_batches, latest_snapshot_path,

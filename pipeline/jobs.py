@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from kraftd.storage.snapshots import SnapshotId, SnapshotWriter, parse_snapshot_filename, snapshot_filename
+from ..storage.snapshots import SnapshotId, SnapshotWriter, parse_snapshot_filename, snapshot_filename
 
 from .log_files import DEFAULT_SPLIT_BYTES, PartitionDir, iter_split_batches, plan_segment_splits
 
@@ -117,7 +117,7 @@ def build_snapshot(spark, data_dir: str, topic: str, partition: int, end_offset:
     table = table.take(pc.sort_indices(table, sort_keys=[("key", "ascending")]))  # on the driver: no range shuffle
     last_ts = tail.max_data_timestamp
     if base is not None:
-        from kraftd.storage.snapshots import SnapshotReader
+        from ..storage.snapshots import SnapshotReader
         last_ts = max(last_ts, SnapshotReader.open(os.path.join(path, snapshot_filename(base)))
                       .last_contained_log_timestamp)
     writer = SnapshotWriter(path, sid, last_contained_log_timestamp=last_ts)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.records import iter_batch_headers
+from ..protocol.errors import ErrorCode
+from ..protocol.records import iter_batch_headers
 
 from .arrow import RowBuffer
 from .errors import report_data_loss

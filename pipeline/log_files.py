@@ -15,10 +15,10 @@ import re
 import struct
 from dataclasses import dataclass
 
-from kraftd.protocol.compression import decompress
-from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import BATCH_HEADER_SIZE, crc_ok, parse_batch_header
-from kraftd.storage.snapshots import SnapshotReader, parse_snapshot_filename, snapshot_filename
+from ..protocol.compression import decompress
+from ..protocol.errors import CorruptRecordError
+from ..protocol.records import BATCH_HEADER_SIZE, crc_ok, parse_batch_header
+from ..storage.snapshots import SnapshotReader, parse_snapshot_filename, snapshot_filename
 
 __all__ = ["SegmentSplit", "PartitionDir", "partition_dirs", "plan_segment_splits", "iter_split_batches",
            "latest_snapshot_path", "snapshot_splits", "iter_snapshot_batches", "records_section_size"]

@@ -12,9 +12,9 @@ import time
 from typing import NamedTuple
 
 from kraftd.client import WireClient
-from kraftd.protocol import api
-from kraftd.protocol import messages as m
-from kraftd.protocol.errors import ErrorCode
+from ..protocol import api
+from ..protocol import messages as m
+from ..protocol.errors import ErrorCode
 
 __all__ = ["KafkaWire", "PartitionInfo", "FetchAnswer", "WireError"]
 

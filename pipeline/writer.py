@@ -15,7 +15,7 @@ import time
 
 import pyarrow as pa
 
-from kraftd.protocol.records import Compression, build_batch
+from ..protocol.records import Compression, build_batch
 
 from .options import OptionError, SinkOptions
 from .partitioner import partition_for_key

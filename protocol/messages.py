@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kraftd.schemas as _schemas_pkg
+from .. import schemas as _schemas_pkg
 
 from .generator import GeneratedStruct, load_schema_dir
 

@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftd.storage.data_dir_lock import DataDirLock
-from kraftd.storage.forced_recovery import ForcedRecovery, read_forced_recovery, set_aside
-from kraftd.storage.rejoin_marker import rejoin_marked
+from ..storage.data_dir_lock import DataDirLock
+from ..storage.forced_recovery import ForcedRecovery, read_forced_recovery, set_aside
+from ..storage.rejoin_marker import rejoin_marked
 
 from .node_config import VoterSetMismatch
 
@@ -35,7 +35,7 @@ class DataDirStartup:
 
 
 def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
-    from kraftd.storage import TopicCatalog
+    from ..storage import TopicCatalog
 
     data_dir = Path(config.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

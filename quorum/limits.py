@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kraftd.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 # `what` labels of kraftd_refused_total.
 AUTO_CREATE_RATE = "auto_create_rate"

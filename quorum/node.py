@@ -117,13 +117,13 @@ class Node:
     @classmethod
     def open(cls, config: NodeConfig, now_ms: int, clock=None) -> "Node":
         """File-backed node: recover every log, then elect (a single voter leads at a new epoch). Blocking."""
-        from kraftd.storage import FileLog, TopicCatalog
-        from kraftd.storage.rejoin_marker import clear_rejoin_marker
-        from kraftd.storage.snapshots import SnapshotStore
+        from ..storage import FileLog, TopicCatalog
+        from ..storage.rejoin_marker import clear_rejoin_marker
+        from ..storage.snapshots import SnapshotStore
 
         from .raft.election_state import FileElectionStore
 
-        from kraftd.storage.forced_recovery import clear_forced_recovery
+        from ..storage.forced_recovery import clear_forced_recovery
 
         from .data_dir_startup import prepare_data_dir
 
@@ -134,7 +134,7 @@ class Node:
             return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
                            index_interval_bytes=config.index_interval_bytes)
 
-        from kraftd.storage import QuorumStateStore
+        from ..storage import QuorumStateStore
         node = cls(config, catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                    producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                    open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),

@@ -13,9 +13,9 @@ nothing: a forged follower Fetch used to move the high watermark over data no fo
 """
 from __future__ import annotations
 
-from kraftd.protocol import api
-from kraftd.protocol import messages as m
-from kraftd.protocol.errors import ErrorCode
+from ..protocol import api
+from ..protocol import messages as m
+from ..protocol.errors import ErrorCode
 
 from .peer import Peer
 

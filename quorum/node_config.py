@@ -73,6 +73,6 @@ class NodeConfig:
         names = set(cls.__dataclass_fields__)
         values = {k: v for k, v in values.items() if k in names}
         if isinstance(values.get("voters"), str):
-            from kraftd.config.settings import parse_voters
+            from ..config.settings import parse_voters
             values["voters"] = parse_voters(values["voters"])
         return cls(**values)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import structlog
 import uvloop
 
-from kraftd.config.settings import Settings, format_host_port
+from ..config.settings import Settings, format_host_port
 
 from .broker import Broker, now_ms
 from .connection import KafkaConnection
@@ -34,8 +34,8 @@ NodeFactory = Callable[[dict, int], Any]  # (to_node_config() dict, now_ms) -> n
 
 
 def open_file_node(config: dict, now: int) -> Any:
-    from kraftd.quorum.node import Node
-    from kraftd.quorum.node_config import NodeConfig
+    from ..quorum.node import Node
+    from ..quorum.node_config import NodeConfig
 
     # The clock only measures how long loading snapshots took (kraftd_load_snapshot_latency_ms).
     return Node.open(NodeConfig.from_settings(config), now, clock=time.monotonic)
@@ -85,7 +85,7 @@ class KraftdServer:
         self.metrics.observe_snapshot_loads(self.node)
         aio = None
         if s.fsync_aio and s.fsync_policy != "never":
-            from kraftd.storage.aio_fsync import AioFsync
+            from ..storage.aio_fsync import AioFsync
             aio = await loop.run_in_executor(None, AioFsync.open, s.data_dir)
             log.info("segment fsyncs through native AIO" if aio else
                      "native AIO fsync does not work here; fsyncs on the loop and in the fsync pool")
@@ -98,7 +98,7 @@ class KraftdServer:
                              limits=ConnectionLimits(max_connections, s.max_connections_per_ip))
         self.broker.on_fatal = self.request_stop
         if s.voters:
-            from kraftd.config.settings import parse_voters
+            from ..config.settings import parse_voters
 
             from .peers import PeerLinks
             broker = self.broker

@@ -12,8 +12,8 @@ from typing import Any
 
 import structlog
 
-from kraftd.quorum.outcomes import NoResponse, Park, Respond
-from kraftd.quorum.peer import Peer
+from ..quorum.outcomes import NoResponse, Park, Respond
+from ..quorum.peer import Peer
 
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
 from .connection_limits import ConnectionLimits
@@ -45,7 +45,7 @@ class Broker:
                  aio: Any = None, node_credentials: NodeCredentials | None = None,
                  limits: ConnectionLimits | None = None) -> None:
         if codec is None:
-            from kraftd.protocol import framing as codec
+            from ..protocol import framing as codec
         self.node = node
         self.metrics = metrics
         self._codec = codec
@@ -265,7 +265,7 @@ class Broker:
         name = self._api_names.get(key)
         if name is None:
             try:
-                from kraftd.protocol.api import API_BY_KEY
+                from ..protocol.api import API_BY_KEY
                 spec = API_BY_KEY.get(key)
                 name = spec.name if spec is not None else f"unknown_{key}"
             except ImportError:

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from kraftd.storage.replication_offset_checkpoint import (REPLICATION_OFFSET_CHECKPOINT_FILE,
+from ..storage.replication_offset_checkpoint import (REPLICATION_OFFSET_CHECKPOINT_FILE,
                                                           write_replication_offsets)
 
 log = structlog.get_logger("kraftd.hw_checkpoints")

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from kraftd.storage.aio_fsync import AioFsync
+from ..storage.aio_fsync import AioFsync
 
 log = structlog.get_logger("kraftd.flusher")
 

@@ -19,11 +19,11 @@ from typing import Callable
 
 import structlog
 
-from kraftd.protocol import messages as m
-from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
-from kraftd.server.frame_reader import FrameReader, FrameSizeError
-from kraftd.server.node_auth import NodeCredentials, node_user
-from kraftd.server.sasl import AuthenticationFailed, NodeAuthExchange
+from ..protocol import messages as m
+from ..protocol.framing import decode_response, encode_request, frame_bytes
+from ..server.frame_reader import FrameReader, FrameSizeError
+from ..server.node_auth import NodeCredentials, node_user
+from ..server.sasl import AuthenticationFailed, NodeAuthExchange
 
 log = structlog.get_logger("kraftd.peers")
 

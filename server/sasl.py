@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from scramp import ScramException
 
-from kraftd.protocol import messages as m
-from kraftd.protocol.errors import ErrorCode
+from ..protocol import messages as m
+from ..protocol.errors import ErrorCode
 
 from .node_auth import MECHANISM, NodeCredentials, node_id_of
 

@@ -44,7 +44,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from kraftd.protocol.records import BatchHeader, check_records, decode_records
+from ..protocol.records import BatchHeader, check_records, decode_records
 
 from .forced_recovery import DISCARDED_PREFIX
 from .file_log import EPOCH_CHECKPOINT_FILE, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE, RECOVERY_POINT_FILE

@@ -27,8 +27,8 @@ import threading
 import weakref
 import zlib
 
-from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import decode_records
+from ..protocol.errors import CorruptRecordError
+from ..protocol.records import decode_records
 
 from .atomic_file import atomic_write, fsync_dir
 from .errors import OffsetOutOfRangeError

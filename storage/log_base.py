@@ -10,7 +10,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kraftd.protocol.records import (BatchHeader, crc_ok, iter_batch_headers, patch_base_offset,
+from ..protocol.records import (BatchHeader, crc_ok, iter_batch_headers, patch_base_offset,
                                      patch_leader_epoch, set_log_append_time)
 
 from .errors import NonContiguousAppendError

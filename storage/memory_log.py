@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from kraftd.protocol.records import decode_records
+from ..protocol.records import decode_records
 
 from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache

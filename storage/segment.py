@@ -29,8 +29,8 @@ from array import array
 from bisect import bisect_right, bisect_left
 from typing import Iterator
 
-from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import BATCH_HEADER_SIZE, BatchHeader, crc_ok, parse_batch_header
+from ..protocol.errors import CorruptRecordError
+from ..protocol.records import BATCH_HEADER_SIZE, BatchHeader, crc_ok, parse_batch_header
 
 __all__ = ["LogSegment", "FileRegion", "segment_path"]
 

@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import BATCH_HEADER_SIZE, MAGIC, BatchHeader, crc_ok, parse_batch_header
+from ..protocol.errors import CorruptRecordError
+from ..protocol.records import BATCH_HEADER_SIZE, MAGIC, BatchHeader, crc_ok, parse_batch_header
 
 __all__ = ["SegmentFile", "ScannedBatch", "ScanProblem", "SegmentScan", "list_segments", "read_file",
            "scan_segment", "SEGMENT_NAME"]

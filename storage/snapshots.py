@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
-from kraftd.protocol import messages
-from kraftd.protocol.control_records import ControlType, build_control_batch, parse_control_record_key
-from kraftd.protocol.errors import CorruptRecordError
-from kraftd.protocol.records import (BATCH_HEADER_SIZE, BatchHeader, Compression, build_batch, crc_ok,
+from ..protocol import messages
+from ..protocol.control_records import ControlType, build_control_batch, parse_control_record_key
+from ..protocol.errors import CorruptRecordError
+from ..protocol.records import (BATCH_HEADER_SIZE, BatchHeader, Compression, build_batch, crc_ok,
                                      decode_records, parse_batch_header)
 
 from .atomic_file import fsync_dir

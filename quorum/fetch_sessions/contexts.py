@@ -10,8 +10,8 @@
 """
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import FetchResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FetchResponse
 
 from .cache import FetchSessionCache
 from .session import FetchSession, next_epoch

@@ -13,7 +13,7 @@ import logging
 import uuid
 from typing import Callable
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 from ..topics import TopicError
 from .group import Group, Member
@@ -196,7 +196,7 @@ class GroupCoordinator:
         return self._new_member_id(client_id)
 
     def group_record(self, group: Group, now_ms: int) -> tuple[bytes, bytes]:
-        from kraftd.protocol.messages import GroupMetadataValue
+        from ...protocol.messages import GroupMetadataValue
         M = GroupMetadataValue.MemberMetadata
         members = [M(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                      client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import JoinGroupResponse, SyncGroupResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import JoinGroupResponse, SyncGroupResponse
 
 from .group import Group, Member
 from .sessions import start_session, touch

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kraftd.protocol.records import build_batch
+from ...protocol.records import build_batch
 
 
 def append_records(ctx, partition, entries: list, now_ms: int) -> int:

@@ -1,5 +1,5 @@
 """One module per RPC. Each exposes handle(ctx, header, request, now_ms, peer) -> Outcome."""
-from kraftd.protocol import api
+from ...protocol import api
 
 from . import (allocate_producer_ids, alter_partition, api_versions, begin_quorum_epoch, broker_registration,
                create_topics, delete_groups, delete_records, delete_topics, describe_groups, describe_quorum,

@@ -2,7 +2,7 @@
 taken from the metadata log's counter (a ProducerIdsRecord moves it past the block)."""
 from __future__ import annotations
 
-from kraftd.protocol.messages import AllocateProducerIdsResponse, ProducerIdsRecord
+from ...protocol.messages import AllocateProducerIdsResponse, ProducerIdsRecord
 
 from ..metadata.controller import PRODUCER_ID_BLOCK
 from ..outcomes import Respond

@@ -8,8 +8,8 @@ image's state (FENCED_LEADER_EPOCH).
 """
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import AlterPartitionResponse, PartitionChangeRecord
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import AlterPartitionResponse, PartitionChangeRecord
 
 from ..metadata.image import LEADER_UNCHANGED, PartitionInfo, partition_record
 from ..outcomes import Respond

@@ -1,8 +1,8 @@
 """ApiVersions: the version ranges we serve."""
 from __future__ import annotations
 
-from kraftd.protocol.api import API_BY_KEY
-from kraftd.protocol.messages import ApiVersionsResponse
+from ...protocol.api import API_BY_KEY
+from ...protocol.messages import ApiVersionsResponse
 
 from ..outcomes import Respond
 

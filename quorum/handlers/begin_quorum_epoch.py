@@ -1,8 +1,8 @@
 """BeginQuorumEpoch (api 53, v0–1): a new leader tells the voters of its groups."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import BeginQuorumEpochResponse as Response
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import BeginQuorumEpochResponse as Response
 
 from .quorum_common import answer_partitions
 

@@ -2,8 +2,8 @@
 records it (unfenced) as a RegisterBrokerRecord. The broker epoch is the record's offset."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import BrokerRegistrationResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import BrokerRegistrationResponse
 
 from ..metadata.image import BrokerInfo, register_broker_record
 from ..outcomes import Respond

@@ -5,7 +5,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 from ..fetch_sessions import FetchSessionCache
 from ..limits import AutoCreateLimiter, Refusals

@@ -1,7 +1,7 @@
 """What the controller-side handlers share: is this node the controller?"""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 
 def controller_or_error(ctx):

@@ -1,8 +1,8 @@
 """CreateTopics: validated against this single node (replication factor 1)."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import CreateTopicsResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import CreateTopicsResponse
 
 from ..limits import PARTITIONS, partitions_over
 from ..outcomes import Respond

@@ -3,8 +3,8 @@ ConfigRecords and PartitionRecords; the answer waits until they commit. Any othe
 the request to the controller (a node never forwards a forwarded request: NOT_CONTROLLER)."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import ConfigRecord, CreateTopicsResponse, PartitionRecord, TopicRecord
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import ConfigRecord, CreateTopicsResponse, PartitionRecord, TopicRecord
 
 from ..limits import PARTITIONS, capped_timeout, partitions_over
 from ..metadata.controller import new_topic_id
@@ -36,7 +36,7 @@ def handle_clustered(ctx, header, request, now_ms, *, from_node: bool):
 def create_request_for(name: str, partitions: int, replication_factor: int = -1, configs: dict | None = None):
     """The CreateTopics a node forwards when a client's Metadata/Produce auto-creates a topic, or
     the group coordinator creates `__consumer_offsets` (with its snapshot-policy configs)."""
-    from kraftd.protocol.messages import CreateTopicsRequest
+    from ...protocol.messages import CreateTopicsRequest
     entries = [CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()]
     return CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],

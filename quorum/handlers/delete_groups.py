@@ -2,8 +2,8 @@
 tombstones are committed. A group with members is NON_EMPTY_GROUP."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import DeleteGroupsResponse as R
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DeleteGroupsResponse as R
 
 from ..groups.state import GroupState as S
 from ..groups.writes import append_records

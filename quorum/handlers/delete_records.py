@@ -2,8 +2,8 @@
 only; followers follow the leader's log start from its Fetch answers."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import DeleteRecordsResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DeleteRecordsResponse
 
 from ..outcomes import Respond
 from .context import find_partition

@@ -3,8 +3,8 @@ RemoveTopicRecord per topic and answers once it commits; each replica then delet
 it replays the record. On a single node the topic and its files go at once."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
 
 from ..limits import capped_timeout
 from ..metadata.plane import METADATA_TOPIC

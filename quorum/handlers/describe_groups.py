@@ -1,7 +1,7 @@
 """DescribeGroups (v0-5): state, protocol and members; a group not known here is Dead."""
 from __future__ import annotations
 
-from kraftd.protocol.messages import DescribeGroupsResponse as R
+from ...protocol.messages import DescribeGroupsResponse as R
 
 from ..groups.state import GroupState as S
 from ..outcomes import Respond

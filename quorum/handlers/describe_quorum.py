@@ -2,8 +2,8 @@
 sees it (kafka-metadata-quorum describe --status/--replication)."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import DescribeQuorumResponse as Response
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DescribeQuorumResponse as Response
 
 from ..outcomes import Respond
 from .quorum_common import groups_of

@@ -1,8 +1,8 @@
 """EndQuorumEpoch (api 54, v0–1): a leader resigns and names successors, most caught-up first."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import EndQuorumEpochResponse as Response
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import EndQuorumEpochResponse as Response
 
 from .quorum_common import answer_partitions
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import uuid
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import FetchResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FetchResponse
 
 from ..fetch_sessions.contexts import ErrorContext, SessionlessContext, new_context, session_key
 from ..node_claims import fetch_replica_id

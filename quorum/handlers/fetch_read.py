@@ -4,8 +4,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import FetchResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FetchResponse
 
 from .context import leadership_error
 

@@ -1,9 +1,9 @@
 """FetchSnapshot (api 59, v0–1): serve chunks of snapshot files, zero-copy, fairly split."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import FetchSnapshotResponse
-from kraftd.storage.snapshots import SnapshotId
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FetchSnapshotResponse
+from ...storage.snapshots import SnapshotId
 
 from ..outcomes import Respond
 from .context import find_partition

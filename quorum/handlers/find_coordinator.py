@@ -4,8 +4,8 @@ the topic, as Kafka does. Transactions are not supported: key type 1 gets
 COORDINATOR_NOT_AVAILABLE."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import FindCoordinatorResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FindCoordinatorResponse
 
 from ..outcomes import Respond
 from .group_common import coordinator_of

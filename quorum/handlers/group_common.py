@@ -1,7 +1,7 @@
 """What the group-protocol handlers share: the coordinator, and parking a write's answer."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 from ..groups.coordinator import coordinator_of
 from ..groups.writes import DelayedWrite

@@ -1,8 +1,8 @@
 """Heartbeat (v0-4): a member is alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import HeartbeatResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import HeartbeatResponse
 
 from ..groups.sessions import touch
 from ..groups.state import GroupState as S

@@ -1,8 +1,8 @@
 """InitProducerId: ids for idempotent producers (transactions are not supported)."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import InitProducerIdResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import InitProducerIdResponse
 
 from ..outcomes import Park, Respond
 

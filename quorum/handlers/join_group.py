@@ -7,7 +7,7 @@ The answer waits for the join phase to end (every member rejoined, or the rebala
 the first generation also waits out group_initial_rebalance_delay_ms)."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 from ..groups.group import Member
 from ..groups.rebalance import (DelayedJoin, add_member_and_rebalance, join_error, join_response,

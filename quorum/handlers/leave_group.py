@@ -2,8 +2,8 @@
 their session; the group rebalances."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import LeaveGroupResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import LeaveGroupResponse
 
 from ..groups.rebalance import maybe_complete_join, remove_member
 from ..outcomes import Respond

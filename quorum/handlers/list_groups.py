@@ -1,7 +1,7 @@
 """ListGroups (v0-5): the groups this node coordinates, with states (v4+) and types (v5+)."""
 from __future__ import annotations
 
-from kraftd.protocol.messages import ListGroupsResponse
+from ...protocol.messages import ListGroupsResponse
 
 from ..groups.state import GroupState as S
 from ..outcomes import Respond

@@ -4,8 +4,8 @@ Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), except a debugging c
 (replica id -2), which any replica answers from its own log, up to its log end, as on Kafka."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import ListOffsetsResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import ListOffsetsResponse
 
 from ..outcomes import Respond
 from .context import find_partition

@@ -1,8 +1,8 @@
 """Metadata: this node leads every partition; topic ids (v10+) and leader epochs (v7+)."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import MetadataResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import MetadataResponse
 
 from ..outcomes import Respond
 from ..topics import TopicError, topic_name_problem

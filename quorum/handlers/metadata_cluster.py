@@ -6,8 +6,8 @@ LEADER_NOT_AVAILABLE. An unknown topic is auto-created through the controller (a
 request and `auto_create_topics`) and reported LEADER_NOT_AVAILABLE meanwhile."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import MetadataResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import MetadataResponse
 
 from ..outcomes import Respond
 from ..topics import topic_name_problem

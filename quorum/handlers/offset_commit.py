@@ -5,8 +5,8 @@ Members commit within their generation; a commit with generation -1 and no membe
 consumer using assign(), or an admin tool) is accepted while the group has no members."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import OffsetCommitResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import OffsetCommitResponse
 
 from ..groups.offsets_topic import OffsetEntry, offset_key, offset_value
 from ..groups.retention import topic_exists

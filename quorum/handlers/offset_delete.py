@@ -2,8 +2,8 @@
 GROUP_SUBSCRIBED_TO_TOPIC while the group has members subscribed to the topic."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import OffsetDeleteResponse as R
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import OffsetDeleteResponse as R
 
 from ..groups.state import GroupState as S
 from ..groups.subscriptions import subscribed_topics

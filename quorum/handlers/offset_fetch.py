@@ -2,8 +2,8 @@
 leader epoch (KIP-320, v5+); -1 where nothing is committed."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import OffsetFetchResponse as R
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import OffsetFetchResponse as R
 
 from ..outcomes import Respond
 from .group_common import coordinator_of

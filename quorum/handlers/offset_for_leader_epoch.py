@@ -1,8 +1,8 @@
 """OffsetForLeaderEpoch (v2–4): the end offset of a leader epoch, from the epoch cache."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import OffsetForLeaderEpochResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import OffsetForLeaderEpochResponse
 
 from ..outcomes import Respond
 from .context import find_partition

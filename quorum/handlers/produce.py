@@ -1,10 +1,10 @@
 """Produce: validate batches, check idempotent sequences, append, answer per the acks level."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
-from kraftd.protocol.messages import ProduceResponse
-from kraftd.protocol.records import check_records, validate_batches
-from kraftd.storage.producer_state import ProducerStatus, last_sequence_of
+from ...protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from ...protocol.messages import ProduceResponse
+from ...protocol.records import check_records, validate_batches
+from ...storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..limits import capped_timeout
 from ..outcomes import NoResponse, Park, Respond

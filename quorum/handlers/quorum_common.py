@@ -1,7 +1,7 @@
 """What the quorum RPC handlers share: the cluster-id check and answering after persistence."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 from ..outcomes import Park, Respond
 

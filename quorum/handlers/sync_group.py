@@ -4,7 +4,7 @@ The leader's assignment is stored (a GroupMetadata record) before anyone is answ
 coordinator that takes over after a crash hands out the same assignment."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 from ..groups.rebalance import DelayedSync, sync_answer, sync_error
 from ..groups.sessions import touch

@@ -1,8 +1,8 @@
 """Vote (api 52, v0–2): KIP-595 votes and KIP-996 pre-votes, one request for many groups."""
 from __future__ import annotations
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import VoteResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import VoteResponse
 
 from .quorum_common import answer, answer_partitions
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import copy
 import uuid
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.metadata_records import encode_metadata_record
-from kraftd.protocol.records import build_batch
+from ...protocol.errors import ErrorCode
+from ...protocol.metadata_records import encode_metadata_record
+from ...protocol.records import build_batch
 
 from ..outcomes import Park, Respond
-from kraftd.protocol.messages import PartitionChangeRecord
+from ...protocol.messages import PartitionChangeRecord
 
 from .image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, register_broker_record
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from kraftd.protocol import messages as m
+from ...protocol import messages as m
 
 TOPIC_RESOURCE = 2   # ConfigRecord.resource_type for a topic (Kafka's ConfigResource.Type.TOPIC)
 NO_LEADER = -1

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import uuid
 
-from kraftd.protocol import api
-from kraftd.protocol import messages as m
-from kraftd.protocol.errors import ErrorCode
+from ...protocol import api
+from ...protocol import messages as m
+from ...protocol.errors import ErrorCode
 
 from ..outcomes import Park, Respond
 from ..raft.group import caught_up_until

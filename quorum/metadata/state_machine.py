@@ -2,7 +2,7 @@
 image; the snapshot machinery sees the image as a key/value map (entity key -> its record)."""
 from __future__ import annotations
 
-from kraftd.protocol.metadata_records import decode_metadata_record, encode_metadata_record
+from ...protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
 from ..snapshots.state_machine import KeyValueStateMachine
 from .image import MetadataImage

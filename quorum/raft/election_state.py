@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from kraftd.storage.atomic_file import atomic_write
+from ...storage.atomic_file import atomic_write
 
 GroupKey = tuple[str, int]
 NO_NODE = -1

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.messages import FetchRequest, FetchResponse
-from kraftd.protocol.records import iter_batch_headers
-from kraftd.storage.snapshots import SnapshotId
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FetchRequest, FetchResponse
+from ...protocol.records import iter_batch_headers
+from ...storage.snapshots import SnapshotId
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The LeaderChange control batch (type 2) a new leader appends: its epoch's start offset."""
 from __future__ import annotations
 
-from kraftd.protocol import messages
-from kraftd.protocol.control_records import ControlType, build_control_batch
+from ...protocol import messages
+from ...protocol.control_records import ControlType, build_control_batch
 
 
 def leader_change_batch(leader_id: int, epoch: int, voters, granting, now_ms: int) -> bytearray:

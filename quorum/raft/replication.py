@@ -12,8 +12,8 @@ import heapq
 import logging
 from dataclasses import dataclass, field
 
-from kraftd.protocol import api
-from kraftd.protocol.errors import ErrorCode
+from ...protocol import api
+from ...protocol.errors import ErrorCode
 
 from . import rpc
 from .config import BugSwitches, RaftConfig

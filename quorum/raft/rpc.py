@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kraftd.protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchSnapshotRequest,
+from ...protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchSnapshotRequest,
                                       VoteRequest)
 
 VOTE_VERSION = 2

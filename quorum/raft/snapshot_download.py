@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kraftd.protocol.errors import ErrorCode
-from kraftd.storage.snapshots import SnapshotId
+from ...protocol.errors import ErrorCode
+from ...storage.snapshots import SnapshotId
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kraftd.storage.snapshots import SnapshotId
+from ...storage.snapshots import SnapshotId
 
 from .state_machine import KeyValueStateMachine
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 
-from kraftd.protocol.records import decode_records, iter_batch_headers
+from ...protocol.records import decode_records, iter_batch_headers
 
 
 class KeyValueStateMachine:
