@@ -34,7 +34,8 @@ from .raft.leader_change import leader_change_batch
 from .raft.replication import Outbox, Replication
 from .snapshots.partition_snapshots import PartitionSnapshots, SnapshotJob
 from .topic_config import TopicConfig
-from .metadata.plane import METADATA_TOPIC, METADATA_TOPIC_ID, MetadataPlane
+from .metadata.names import METADATA_TOPIC, METADATA_TOPIC_ID
+from .metadata.plane import MetadataPlane
 from .metadata.state_machine import MetadataStateMachine
 from .topics import Topic, TopicError, TopicRegistry
 

@@ -23,8 +23,9 @@ import json
 import sys
 from pathlib import Path
 
+from kraftd.quorum.metadata.names import METADATA_TOPIC
+
 PROG = "kraftd quorum force-leader"
-METADATA_TOPIC = "__cluster_metadata"
 DEFAULT_EPOCH_BUMP = 1000
 
 

@@ -14,11 +14,15 @@ import uuid
 from typing import Callable
 
 from ...protocol.errors import ErrorCode
+from ...protocol.messages import GroupMetadataValue
 
+from ..metadata.leaders import partition_leader
 from ..topics import TopicError
 from .group import Group, Member
 from .offsets_topic import (OFFSETS_TOPIC, OffsetEntry, decode_group_value, decode_key, decode_offset_value,
                             group_key, group_value, offset_key, partition_for)
+from .rebalance import start_session
+from .retention import start_retention
 from .settings import GroupSettings
 from .state import GroupState
 from .writes import append_records
@@ -82,7 +86,6 @@ class GroupCoordinator:
         info = plane.image.topic(OFFSETS_TOPIC)
         if info is None or index not in info.partitions:
             return -1
-        from ..handlers.metadata_cluster import partition_leader
         return partition_leader(self.ctx, plane.image, OFFSETS_TOPIC, info.partitions[index])[0]
 
     def partition_of(self, group_id: str):
@@ -127,7 +130,6 @@ class GroupCoordinator:
             del self.offsets[group_id]
         snapshots = partition.snapshots
         snapshots.catch_up()
-        from .sessions import start_session
         for key, value in snapshots.machine.state.items():
             decoded = decode_key(key)
             if decoded is None:
@@ -196,7 +198,6 @@ class GroupCoordinator:
         return self._new_member_id(client_id)
 
     def group_record(self, group: Group, now_ms: int) -> tuple[bytes, bytes]:
-        from ...protocol.messages import GroupMetadataValue
         M = GroupMetadataValue.MemberMetadata
         members = [M(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                      client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
@@ -266,6 +267,5 @@ def coordinator_of(ctx) -> GroupCoordinator:
     coordinator = ctx.groups
     if coordinator is None:
         coordinator = ctx.groups = GroupCoordinator(ctx)
-        from .retention import start_retention
         start_retention(coordinator)
     return coordinator

@@ -1,22 +1,20 @@
-"""CreateTopics: validated against this single node (replication factor 1)."""
+"""CreateTopics: on a single node, validated against it (replication factor 1); in a cluster the
+controller creates (quorum/metadata/topic_creation.py) and any other node forwards the request to
+it (a node never forwards a forwarded request: NOT_CONTROLLER)."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import CreateTopicsResponse
 
-from ..limits import PARTITIONS, partitions_over
+from ..limits import PARTITIONS, capped_timeout, partitions_over
+from ..metadata.topic_creation import create_topics, created_result, error_result, fail_all
 from ..outcomes import Respond
 from ..topics import MAX_PARTITIONS, TopicError
-
-Result = CreateTopicsResponse.CreatableTopicResult
-ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
-DEFAULT_CONFIG_SOURCE = 5  # Kafka's DEFAULT_CONFIG; 1 is a dynamic topic config
 
 
 def handle(ctx, header, request, now_ms, peer):
     if ctx.plane is not None:
-        from .create_topics_cluster import handle_clustered
-        return handle_clustered(ctx, header, request, now_ms, from_node=peer.is_node)
+        return _clustered(ctx, header, request, now_ms, from_node=peer.is_node)
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     budget = [ctx.partition_count()]  # partitions held, plus those this request adds
@@ -51,17 +49,6 @@ def _create_one(ctx, topic, validate_only: bool, duplicates: set, budget: list) 
     return created_result(topic.name, count, 1, config, set(configs), topic_id)
 
 
-def created_result(name: str, count: int, replication_factor: int, config, explicit: set, topic_id):
-    result = Result(name=name, error_code=0, error_message=None, num_partitions=count,
-                    replication_factor=replication_factor, configs=[
-                        ConfigEntry(name=k, value=v, read_only=False, is_sensitive=False,
-                                    config_source=1 if k in explicit else DEFAULT_CONFIG_SOURCE)
-                        for k, v in sorted(config.to_kafka_configs().items())])
-    if topic_id is not None:
-        result.topic_id = topic_id
-    return result
-
-
 def _replication_problem(ctx, topic):
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -76,6 +63,11 @@ def _replication_problem(ctx, topic):
     return None
 
 
-def error_result(name: str, code: ErrorCode, message: str | None):
-    return Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1,
-                  configs=None)
+def _clustered(ctx, header, request, now_ms, *, from_node: bool):
+    controller = ctx.plane.active_controller()
+    timeout_ms = capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals)
+    if controller is None:
+        if from_node:  # forwarded to us as the controller: never forward it on
+            return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
+        return ctx.plane.forward(header, request, now_ms, timeout_ms, fail_all)
+    return create_topics(ctx, controller, request, timeout_ms, now_ms)

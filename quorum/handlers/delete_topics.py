@@ -7,7 +7,7 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
 
 from ..limits import capped_timeout
-from ..metadata.plane import METADATA_TOPIC
+from ..metadata.names import METADATA_TOPIC
 from ..outcomes import Respond
 
 Result = DeleteTopicsResponse.DeletableTopicResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import HeartbeatResponse
 
-from ..groups.sessions import touch
+from ..groups.rebalance import touch
 from ..groups.state import GroupState as S
 from ..outcomes import Respond
 from .group_common import coordinator_of

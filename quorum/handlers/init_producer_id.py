@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import InitProducerIdResponse
 
+from ..metadata.plane import PID_KEY
 from ..outcomes import Park, Respond
 
 MAX_PRODUCER_EPOCH = 32767
@@ -52,7 +53,6 @@ class _WaitForBlock:
         self.deadline_ms = deadline_ms
 
     def watch_keys(self):
-        from ..metadata.plane import PID_KEY
         return [PID_KEY]
 
     def try_complete(self, now_ms: int):

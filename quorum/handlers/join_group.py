@@ -10,9 +10,8 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 
 from ..groups.group import Member
-from ..groups.rebalance import (DelayedJoin, add_member_and_rebalance, join_error, join_response,
-                                maybe_complete_join, prepare_rebalance)
-from ..groups.sessions import add_pending, touch
+from ..groups.rebalance import (DelayedJoin, add_member_and_rebalance, add_pending, join_error, join_response,
+                                maybe_complete_join, prepare_rebalance, start_session, touch)
 from ..groups.state import GroupState as S
 from ..outcomes import Park, Respond
 from .group_common import coordinator_of
@@ -106,7 +105,6 @@ def _static_rejoin(ctx, coordinator, group, new: Member, now_ms):
     group.add(new)
     if was_leader:
         group.leader_id = new.member_id
-    from ..groups.sessions import start_session
     start_session(coordinator, group, new, now_ms)
     # Kafka's rule: only a change of the group's protocol rebalances. The metadata bytes may
     # differ (a restarted client's subscription no longer lists owned partitions or its old

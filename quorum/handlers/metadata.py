@@ -6,16 +6,13 @@ from ...protocol.messages import MetadataResponse
 
 from ..outcomes import Respond
 from ..topics import TopicError, topic_name_problem
-
-TopicOut = MetadataResponse.MetadataResponseTopic
-PartitionOut = MetadataResponse.MetadataResponsePartition
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+from .metadata_cluster import handle_clustered
+from .metadata_topics import AUTHORIZED_OPERATIONS_OMITTED, PartitionOut, TopicOut, topic_error
 
 
 def handle(ctx, header, request, now_ms, peer):
     version = header.request_api_version
     if ctx.plane is not None:
-        from .metadata_cluster import handle_clustered
         return handle_clustered(ctx, request, version, now_ms)
     if request.topics is None or (version == 0 and not request.topics):
         topics = [_describe(ctx, t) for t in ctx.topics]
@@ -36,26 +33,26 @@ def handle(ctx, header, request, now_ms, peer):
 def _lookup(ctx, wanted, allow_create: bool, version: int, now_ms: int):
     if wanted.name is None and version < 12:
         # v10/v11 requests may carry ids, but their responses cannot name a topic by id alone.
-        return _error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
+        return topic_error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
     if wanted.name is None:
         topic = ctx.topics.get_by_id(wanted.topic_id)
         if topic is None:
-            return _error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id)
+            return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id)
         return _describe(ctx, topic)
     topic = ctx.topics.get(wanted.name)
     if topic is not None:
         return _describe(ctx, topic)
     if topic_name_problem(wanted.name):
-        return _error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        return topic_error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not allow_create:
-        return _error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic_error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     refused = ctx.admit_auto_create(wanted.name, now_ms)
     if refused:
-        return _error(wanted.name, refused)
+        return topic_error(wanted.name, refused)
     try:
         return _describe(ctx, ctx.create_topic(wanted.name, ctx.config.default_partitions, {}))
     except TopicError as exc:
-        return _error(wanted.name, ErrorCode[exc.error_name])
+        return topic_error(wanted.name, ErrorCode[exc.error_name])
 
 
 def _describe(ctx, topic):
@@ -67,11 +64,3 @@ def _describe(ctx, topic):
             for p in topic.partitions],
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
-
-
-def _error(name, code: ErrorCode, topic_id=None):
-    out = TopicOut(error_code=code, name=name, is_internal=False, partitions=[],
-                   topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
-    if topic_id is not None:
-        out.topic_id = topic_id
-    return out

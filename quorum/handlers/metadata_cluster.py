@@ -11,7 +11,8 @@ from ...protocol.messages import MetadataResponse
 
 from ..outcomes import Respond
 from ..topics import topic_name_problem
-from .metadata import AUTHORIZED_OPERATIONS_OMITTED, PartitionOut, TopicOut, _error
+from ..metadata.leaders import partition_leader
+from .metadata_topics import AUTHORIZED_OPERATIONS_OMITTED, PartitionOut, TopicOut, topic_error
 
 BrokerOut = MetadataResponse.MetadataResponseBroker
 
@@ -42,34 +43,23 @@ def handle_clustered(ctx, request, version: int, now_ms: int):
 
 def _lookup(ctx, image, wanted, allow_create: bool, version: int, now_ms: int):
     if wanted.name is None and version < 12:
-        return _error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
+        return topic_error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
     if wanted.name is None:
         topic = image.topics.get(wanted.topic_id)
-        return _error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id) if topic is None \
+        return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id) if topic is None \
             else _describe(ctx, image, topic)
     topic = image.topic(wanted.name)
     if topic is not None:
         return _describe(ctx, image, topic)
     if topic_name_problem(wanted.name):
-        return _error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        return topic_error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not allow_create:
-        return _error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic_error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     refused = ctx.admit_auto_create(wanted.name, now_ms)
     if refused:
-        return _error(wanted.name, refused)
+        return topic_error(wanted.name, refused)
     ctx.plane.auto_create(wanted.name, ctx.config.default_partitions, now_ms)
-    return _error(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE)
-
-
-def partition_leader(ctx, image, name: str, info) -> tuple[int, int]:
-    """(leader, epoch): the image's, or this node's own view of a group it hosts if newer."""
-    leader, epoch = info.leader, info.leader_epoch
-    local = ctx.topics.partition(name, info.index)
-    if local is not None and local.raft is not None and local.raft.epoch > epoch:
-        leader, epoch = local.leader_id, local.raft.epoch  # (-1 while that epoch's election runs)
-    if leader >= 0 and not image.is_live(leader) and leader != ctx.node_id:
-        leader = -1
-    return leader, epoch
+    return topic_error(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
 def _describe(ctx, image, topic):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 
 from ..groups.rebalance import DelayedSync, sync_answer, sync_error
-from ..groups.sessions import touch
+from ..groups.rebalance import touch
 from ..groups.state import GroupState as S
 from ..outcomes import Park, Respond
 from .group_common import coordinator_of

@@ -18,16 +18,19 @@ from ...protocol import api
 from ...protocol import messages as m
 from ...protocol.errors import ErrorCode
 
+from ..limits import capped_timeout
 from ..outcomes import Park, Respond
 from ..raft.group import caught_up_until
 from .controller import Controller
 from .image import MetadataImage
+from .names import METADATA_KEY, METADATA_TOPIC
+from .partition_reports import alter
+from .producer_id_blocks import allocate
+from .registration import register
+from .topic_creation import create_request_for, create_topics
 
 log = logging.getLogger(__name__)
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id for the metadata topic
-METADATA_KEY = (METADATA_TOPIC, 0)
 REPORT_INTERVAL_MS = 200
 REREGISTER_AFTER_MS = 2000
 CALL_RETRY_MS = 200
@@ -141,10 +144,11 @@ class MetadataPlane:
             return
         self._auto_creating = {n: t for n, t in self._auto_creating.items() if t > now_ms}
         self._auto_creating[name] = now_ms + REREGISTER_AFTER_MS
-        from ..handlers.create_topics_cluster import create_request_for, handle_clustered
         request = create_request_for(name, partitions, configs=configs)
-        if self.active_controller() is not None:
-            handle_clustered(self.ctx, None, request, now_ms, from_node=True)  # its answer goes nowhere
+        controller = self.active_controller()
+        if controller is not None:
+            timeout_ms = capped_timeout(request.timeout_ms, self.config.request_timeout_cap_ms, self.ctx.refusals)
+            create_topics(self.ctx, controller, request, timeout_ms, now_ms)  # its answer goes nowhere
         else:
             self.call_controller(api.CREATE_TOPICS, CREATE_TOPICS_VERSION, request, now_ms, lambda r, t: None)
 
@@ -172,7 +176,6 @@ class MetadataPlane:
         request = self.registration_request()
         controller = self.active_controller()
         if controller is not None:
-            from ..handlers.broker_registration import register
             register(controller, request, now_ms)
             self._next_registration_ms = now_ms + REREGISTER_AFTER_MS
             return
@@ -215,7 +218,6 @@ class MetadataPlane:
         controller = self.active_controller()
         request = alter_partition_request(self.node_id, self.image.brokers.get(self.node_id), changes)
         if controller is not None:
-            from ..handlers.alter_partition import alter
             alter(controller, request, ALTER_PARTITION_VERSION, now_ms)
             return
 
@@ -271,7 +273,6 @@ class MetadataPlane:
         request = m.AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self._broker_epoch())
         controller = self.active_controller()
         if controller is not None:
-            from ..handlers.allocate_producer_ids import allocate
             self._pid_requested = True
             outcome = allocate(controller, request, now_ms, on_done=self._producer_ids_answer)
             if isinstance(outcome, Respond):

@@ -11,7 +11,7 @@ from collections import Counter
 
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
-from kraftd.quorum.metadata.plane import METADATA_TOPIC
+from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kraftd.protocol.metadata_records import decode_metadata_record, encode_metadata_record
 from kraftd.protocol.records import crc_ok, decode_records, iter_batch_headers
 from kraftd.quorum.metadata.image import MetadataImage
-from kraftd.quorum.metadata.plane import METADATA_TOPIC
+from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.storage import MemoryLog
 
 

@@ -1,29 +1,27 @@
-"""CreateTopics in a cluster: the controller validates, places replicas and writes TopicRecord,
-ConfigRecords and PartitionRecords; the answer waits until they commit. Any other node forwards
-the request to the controller (a node never forwards a forwarded request: NOT_CONTROLLER)."""
+"""CreateTopics on the controller: it validates, places replicas and writes TopicRecord,
+ConfigRecords and PartitionRecords; the answer waits until they commit."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import ConfigRecord, CreateTopicsResponse, PartitionRecord, TopicRecord
+from ...protocol.messages import (ConfigRecord, CreateTopicsRequest, CreateTopicsResponse, PartitionRecord,
+                                  TopicRecord)
 
-from ..limits import PARTITIONS, capped_timeout, partitions_over
-from ..metadata.controller import new_topic_id
-from ..metadata.image import TOPIC_RESOURCE
-from ..metadata.placement import PlacementError, check_assignment, place_replicas
-from ..metadata.plane import METADATA_TOPIC
-from ..outcomes import Respond
+from ..limits import PARTITIONS, partitions_over
 from ..topic_config import InvalidTopicConfig, TopicConfig
 from ..topics import MAX_PARTITIONS, topic_name_problem
-from .create_topics import created_result, error_result
+from .controller import new_topic_id
+from .image import TOPIC_RESOURCE
+from .names import METADATA_TOPIC
+from .placement import PlacementError, check_assignment, place_replicas
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
+DEFAULT_CONFIG_SOURCE = 5  # Kafka's DEFAULT_CONFIG; 1 is a dynamic topic config
 
 
-def handle_clustered(ctx, header, request, now_ms, *, from_node: bool):
-    controller = ctx.plane.active_controller()
-    timeout_ms = capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals)
-    if controller is None:
-        if from_node:  # forwarded to us as the controller: never forward it on
-            return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
-        return ctx.plane.forward(header, request, now_ms, timeout_ms, fail_all)
+def create_topics(ctx, controller, request, timeout_ms: int, now_ms: int):
+    """The controller's answer to a CreateTopics (a client's, a forwarded one, or this node's
+    own auto-creation): a Respond, or a Park until the records commit."""
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     records: list = []
@@ -36,7 +34,6 @@ def handle_clustered(ctx, header, request, now_ms, *, from_node: bool):
 def create_request_for(name: str, partitions: int, replication_factor: int = -1, configs: dict | None = None):
     """The CreateTopics a node forwards when a client's Metadata/Produce auto-creates a topic, or
     the group coordinator creates `__consumer_offsets` (with its snapshot-policy configs)."""
-    from ...protocol.messages import CreateTopicsRequest
     entries = [CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()]
     return CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
@@ -101,9 +98,25 @@ def _assignments(ctx, image, topic) -> list[list[int]]:
         rf = min(rf, len(live)) if ctx.config.default_replication_factor is None else rf
     if rf == 0:
         raise PlacementError("INVALID_REPLICATION_FACTOR", "No live brokers.")
-    start = ctx.plane.controller.next_placement_start(len(live))
+    start = controller.next_placement_start(len(live))
     return place_replicas(live, count, rf, start)
 
 
 def fail_all(request, error: ErrorCode):
     return CreateTopicsResponse(throttle_time_ms=0, topics=[error_result(t.name, error, None) for t in request.topics])
+
+
+def created_result(name: str, count: int, replication_factor: int, config, explicit: set, topic_id):
+    result = Result(name=name, error_code=0, error_message=None, num_partitions=count,
+                    replication_factor=replication_factor, configs=[
+                        ConfigEntry(name=k, value=v, read_only=False, is_sensitive=False,
+                                    config_source=1 if k in explicit else DEFAULT_CONFIG_SOURCE)
+                        for k, v in sorted(config.to_kafka_configs().items())])
+    if topic_id is not None:
+        result.topic_id = topic_id
+    return result
+
+
+def error_result(name: str, code: ErrorCode, message: str | None):
+    return Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1,
+                  configs=None)
