@@ -101,7 +101,7 @@ class Cluster:
         leader, follower = self.nodes[1], self.nodes[2]
         assert all(g.is_leader for g in leader.replication.groups.values())
         assert all(g.leader_id == 1 for g in follower.replication.groups.values())
-        self.stream = follower.replication.streams[1]
+        self.stream = follower.replication.streams.by_leader[1]
         for _ in range(4):                  # the full fetch, then incremental ones until idle
             self._poll(2)
             self._run()

@@ -192,7 +192,7 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
         env.truncated(group)
         return True
     if data.snapshot_id.end_offset >= 0:
-        group.caught_up_once(data.high_watermark, now_ms)  # notes the leader's HW (disk-loss rule)
+        group.catch_up.caught_up_once(data.high_watermark, now_ms)  # notes the leader's HW (disk-loss rule)
         env.start_snapshot_download(group, SnapshotId(data.snapshot_id.end_offset, data.snapshot_id.epoch))
         return True
     records = data.records
@@ -205,9 +205,9 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
             if not env.fsync_never:  # (under fsync_policy=never nothing waits for a flush)
                 stream.unflushed.add(group.key)
             env.appended(group)
-    group.follower_hw(data.high_watermark, now_ms)
+    group.catch_up.follower_hw(data.high_watermark, now_ms)
     env.follower_log_start(group, data.log_start_offset)
-    group.caught_up_once(data.high_watermark, now_ms)
+    group.catch_up.caught_up_once(data.high_watermark, now_ms)
     return True
 
 

@@ -92,3 +92,16 @@ class ReplicaProgress:
         """Other voters, most caught-up first (EndQuorumEpoch's PreferredSuccessors)."""
         others = [(p.end_offset, v) for v, p in self.by_voter.items() if v != self.leader_id]
         return [v for _, v in sorted(others, key=lambda t: (-t[0], t[1]))]
+
+
+def caught_up_until(log_, offset: int) -> int:
+    """When the leader's log last ended at or before `offset`: a follower whose log ends there
+    had everything we had until that moment (-1: not in the recent append history)."""
+    appends = getattr(log_, "leader_appends", None)
+    if not appends or appends[0][0] > offset:
+        return -1
+    for before, at_ms in reversed(appends):
+        if before <= offset:
+            # The append at or after `offset` follows this one (or none has happened since).
+            return at_ms
+    return -1

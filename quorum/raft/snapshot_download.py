@@ -109,4 +109,4 @@ class SnapshotDownloads:
         env.hooks.install_snapshot(group.partition, d.snapshot_id, now_ms)
         # An idle partition's later fetches may bring no answer for it: the disk-loss rule checks
         # here whether the snapshot already covers the leader's HW.
-        group.caught_up_once(-1, now_ms)
+        group.catch_up.caught_up_once(-1, now_ms)

@@ -1,7 +1,13 @@
-"""Vote rules shared by the voter and the candidate side."""
+"""Vote rules shared by the voter and the candidate side, and the voter's answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .election_state import NO_NODE
+
+if TYPE_CHECKING:
+    from .group import RaftGroup
 
 
 def log_is_at_least(candidate: tuple[int, int], ours: tuple[int, int]) -> bool:
@@ -18,3 +24,28 @@ class VoteAnswer:
     leader_id: int
     leader_epoch: int
     granted: bool
+
+
+def answer_vote(group: RaftGroup, candidate: int, epoch: int, last_log_id: tuple[int, int], pre_vote: bool,
+                now_ms: int) -> tuple[int, bool]:
+    """(error code, granted). KIP-595 vote rules; KIP-996 pre-votes change nothing."""
+    if candidate not in group.voters or not group.is_voter:
+        return 0, False
+    if epoch < group.epoch:
+        return 74, False  # FENCED_LEADER_EPOCH: the answer carries our epoch and leader
+    log_ok = group.env.bugs.skip_log_check_in_vote or log_is_at_least(last_log_id, group.last_log_id())
+    if not group.state.may_vote:
+        return 0, False
+    if pre_vote:
+        return (0, False) if group.role.refuses_pre_vote(group, now_ms) else (0, log_ok)
+    if epoch > group.epoch:
+        group.become_unattached(epoch, now_ms)
+    s = group.state
+    if s.voted_id == candidate:
+        return 0, True
+    if s.voted_id != NO_NODE or s.leader_id != NO_NODE or not log_ok:
+        return 0, False
+    group.become_voted(candidate, epoch, now_ms)
+    if group.env.bugs.vote_not_persisted:
+        group.env.forget_persist(group)
+    return 0, True

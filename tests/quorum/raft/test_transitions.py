@@ -70,7 +70,7 @@ def test_an_illegal_transition_in_a_group_raises_and_changes_nothing():
     epoch = ctx.win_election()
     before = ctx.persisted_state()
     with pytest.raises(IllegalTransition):
-        ctx.group._become_candidate(ctx.now_ms)  # a leader may not start an election
+        ctx.group.become_candidate(ctx.now_ms)  # a leader may not start an election
     ctx.assert_elected_leader(epoch, 1)
     assert ctx.take_outbox().persist is None
     assert ctx.persisted_state() == before
@@ -79,5 +79,5 @@ def test_an_illegal_transition_in_a_group_raises_and_changes_nothing():
 def test_a_follower_cannot_skip_the_pre_vote():
     ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_elected_leader(4, 2).build()
     with pytest.raises(IllegalTransition):
-        ctx.group._become_candidate(ctx.now_ms)
+        ctx.group.become_candidate(ctx.now_ms)
     ctx.assert_elected_leader(4, 2)

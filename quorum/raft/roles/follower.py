@@ -1,0 +1,80 @@
+"""Following a known leader of this epoch: fetching from it until it goes quiet."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .base import Role
+
+if TYPE_CHECKING:
+    from ..group import RaftGroup
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Follower(Role):
+    epoch: int
+    leader_id: int
+    fetch_deadline_ms: int
+    since_ms: int = -1   # when this role began: a pre-vote is refused only after a fetch since then
+    name = "Follower"
+
+    @property
+    def followed_leader(self) -> int | None:
+        return self.leader_id
+
+    def deadline_ms(self) -> int:
+        return self.fetch_deadline_ms
+
+    def on_timer(self, group: RaftGroup, now_ms: int) -> bool:
+        if self.fetch_deadline_ms > now_ms:
+            return False
+        env = group.env
+        timeout = env.config.fetch_timeout_ms
+        heard = env.last_heard_from(self.leader_id)
+        if heard >= 0 and now_ms - heard < timeout and not env.leader_unreachable(self.leader_id, now_ms):
+            self.fetch_deadline_ms = heard + timeout
+        elif group.may_stand:
+            log.debug("%s-%d: fetch timeout: heard %s now %s unreachable %s", *group.key, heard, now_ms,
+                      env.leader_unreachable(self.leader_id, now_ms))
+            group.become_prospective(now_ms)
+            return True
+        elif not group.is_voter:
+            group.become_unattached(group.epoch, now_ms)  # look for the leader again
+            return True
+        else:
+            self.fetch_deadline_ms = now_ms + timeout
+        return False
+
+    def refuses_pre_vote(self, group: RaftGroup, now_ms: int) -> bool:
+        # The leader is alive (we fetched from it since we began following it, within the
+        # timeout): a flapping node cannot disrupt it. A follower that only came back from a
+        # failed pre-vote has not fetched since, and grants: otherwise two followers of a dead
+        # leader, timing out together, refuse each other forever (each failed pre-vote
+        # restarting the other's fetch timer), as KIP-996's "has fetched from the leader" rule
+        # avoids.
+        env = group.env
+        heard = env.last_heard_from(self.leader_id)
+        return (heard >= max(self.since_ms, 0) and now_ms - heard < env.config.fetch_timeout_ms
+                and not env.leader_unreachable(self.leader_id, now_ms))
+
+    def on_begin_epoch(self, group: RaftGroup, leader_id: int, epoch: int, now_ms: int) -> int:
+        if leader_id != self.leader_id or epoch != group.epoch:
+            group.become_follower(epoch, leader_id, now_ms)
+        return 0
+
+    def on_end_epoch(self, group: RaftGroup, leader_id: int, successors: list[int], now_ms: int) -> None:
+        if leader_id == self.leader_id:
+            # The most caught-up successor stands first; the others wait their turn (KIP-595).
+            deadline = group.timing.successor_turn(successors, now_ms) if group.may_stand else -1
+            group.become_unattached(group.epoch, now_ms, deadline)
+
+    def on_leader_unreachable(self, group: RaftGroup, deadline_ms: int, now_ms: int) -> None:
+        if deadline_ms < self.fetch_deadline_ms:
+            self.fetch_deadline_ms = deadline_ms
+            group.arm(now_ms)
+
+    def on_leader_gone(self, group: RaftGroup, now_ms: int) -> None:
+        group.become_unattached(group.epoch, now_ms)
