@@ -65,6 +65,7 @@ PRODUCE_VERSION = 9
 
 def _node(node_id: int, election_timeout_ms: int, partitions: int):
     from kraftd.quorum.node import Node
+    from kraftd.quorum.node_wiring import NodeRuntime
     from kraftd.quorum.node_config import NodeConfig
     from kraftd.quorum.raft.config import RaftConfig
     from tests.sim.stores import Disk
@@ -74,9 +75,9 @@ def _node(node_id: int, election_timeout_ms: int, partitions: int):
     raft = RaftConfig(election_timeout_ms=election_timeout_ms, fetch_timeout_ms=10**9,
                       request_timeout_ms=10**9, fetch_max_wait_ms=0)
     node = Node(NodeConfig(node_id=node_id, fsync_policy="acks_all", retention_check_interval_ms=10**12),
-                catalog=disk.catalog, election_store=disk.elections, producer_id_store=disk.producer_ids,
-                open_log=disk.open_log, new_session_id=lambda: next(ids), rng=random.Random(node_id),
-                raft_config=raft, cluster_id=CLUSTER_ID)
+                disk.storage(),
+                NodeRuntime(rng=random.Random(node_id), new_session_id=lambda: next(ids), raft_config=raft,
+                            cluster_id=CLUSTER_ID))
     node.start(0)
     node.create_replicated_topic(TOPIC, TOPIC_ID, [(1, 2)] * partitions, {}, 0)
     return node

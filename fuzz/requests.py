@@ -72,6 +72,7 @@ with contextlib.redirect_stderr(_log), atheris.instrument_imports(include=["kraf
     from kraftd.protocol.generator import GeneratedStruct
     from kraftd.protocol.records import BATCH_HEADER_SIZE, build_batch
     from kraftd.quorum.node import Node
+    from kraftd.quorum.node_wiring import NodeRuntime
     from kraftd.quorum.groups.coordinator import coordinator_of
     from kraftd.quorum.node_config import NodeConfig
     from kraftd.quorum.outcomes import NoResponse, Park, Respond
@@ -156,11 +157,9 @@ class Harness:
                             max_partitions=MAX_PARTITIONS, auto_create_topics_max=200,
                             voters={1: ("127.0.0.1", 9092)} if self.clustered else None)
         session_rng = random.Random(7)
-        node = Node(config, catalog=self.disk.catalog, election_store=self.disk.elections,
-                    producer_id_store=self.disk.producer_ids, open_log=self.disk.open_log,
-                    open_snapshot_store=self.disk.open_snapshot_store,
-                    new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF), rng=random.Random(1),
-                    cluster_id=CLUSTER_ID)
+        node = Node(config, self.disk.storage(),
+                    NodeRuntime(rng=random.Random(1), new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF),
+                                cluster_id=CLUSTER_ID))
         self.node = node
         node.start(self.now)
         node.settle_startup(self.now)

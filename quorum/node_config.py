@@ -66,13 +66,3 @@ class NodeConfig:
     @property
     def clustered(self) -> bool:
         return self.voters is not None
-
-    @classmethod
-    def from_settings(cls, values: dict) -> "NodeConfig":
-        """Build from a Settings dict, ignoring keys the core does not use."""
-        names = set(cls.__dataclass_fields__)
-        values = {k: v for k, v in values.items() if k in names}
-        if isinstance(values.get("voters"), str):
-            from ..config.settings import parse_voters
-            values["voters"] = parse_voters(values["voters"])
-        return cls(**values)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import structlog
 import uvloop
@@ -21,7 +21,9 @@ from .connection_limits import (FD_RESERVE, FDS_PER_PARTITION, ConnectionLimits,
 from .hw_checkpoints import HighWatermarkCheckpointer
 from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
+from .node_api import NodeApi
 from .node_auth import NodeCredentials
+from .node_files import open_file_node
 
 log = structlog.get_logger("kraftd.app")
 
@@ -30,15 +32,7 @@ SHUTDOWN_GRACE_S = 5.0
 # How long SIGTERM waits for other nodes to take over the leaderships this node gave up.
 HANDOVER_WAIT_S = 3.0
 
-NodeFactory = Callable[[dict, int], Any]  # (to_node_config() dict, now_ms) -> node
-
-
-def open_file_node(config: dict, now: int) -> Any:
-    from ..quorum.node import Node
-    from ..quorum.node_config import NodeConfig
-
-    # The clock only measures how long loading snapshots took (kraftd_load_snapshot_latency_ms).
-    return Node.open(NodeConfig.from_settings(config), now, clock=time.monotonic)
+NodeFactory = Callable[[dict, int], NodeApi]  # (to_node_config() dict, now_ms) -> node
 
 
 class KraftdServer:
@@ -46,7 +40,7 @@ class KraftdServer:
         self.settings = settings
         self._node_factory = node_factory
         self.metrics = ServerMetrics()
-        self.node: Any = None
+        self.node: NodeApi | None = None
         self.broker: Broker | None = None
         self.kafka_address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
@@ -111,9 +105,8 @@ class KraftdServer:
             post_routes={"/admin/snapshot": self.broker.snapshots.request})
         self.metrics_address = await self._metrics_http.start(*s.metrics_address)
         self.broker.start()
-        if getattr(self.node, "topics", None) is not None:  # a file-backed node (not a test's fake core)
-            self._hw_checkpoints = HighWatermarkCheckpointer(self.node, s.data_dir)
-            self._hw_checkpoints.start()
+        self._hw_checkpoints = HighWatermarkCheckpointer(self.node, s.data_dir)
+        self._hw_checkpoints.start()
         await self._listener.start_serving()
         self._serving = True
         log.info("metrics listening on " + format_host_port(*self.metrics_address))

@@ -20,6 +20,7 @@ from .connection_limits import ConnectionLimits
 from .log_flusher import LogFlusher
 from .logging import LogThrottle
 from .metrics import ServerMetrics
+from .node_api import NodeApi
 from .node_auth import NodeCredentials
 from .sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslServerSession
 from .snapshot_jobs import SnapshotJobRunner
@@ -40,7 +41,7 @@ def now_ms() -> int:
 class Broker:
     """The Dispatcher behind every KafkaConnection, plus the node's timer and flusher."""
 
-    def __init__(self, node: Any, *, fsync_policy: str, flush_interval_ms: int,
+    def __init__(self, node: NodeApi, *, fsync_policy: str, flush_interval_ms: int,
                  metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0,
                  aio: Any = None, node_credentials: NodeCredentials | None = None,
                  limits: ConnectionLimits | None = None) -> None:
@@ -143,14 +144,12 @@ class Broker:
             tokens, conn.parked = conn.parked, set()
             for token in tokens:
                 self._parked.pop(token, None)
-            cancel = getattr(self.node, "cancel_parked", None)
-            if cancel is not None:
-                try:
-                    dropped = cancel(tokens, now_ms())
-                except Exception:
-                    log.exception("cancelling parked requests failed", peer=conn.peer)
-                    dropped = 0
-                self.metrics.parked_cancelled.inc(dropped)
+            try:
+                dropped = self.node.cancel_parked(tokens, now_ms())
+            except Exception:
+                log.exception("cancelling parked requests failed", peer=conn.peer)
+                dropped = 0
+            self.metrics.parked_cancelled.inc(dropped)
 
     def dispatch(self, conn: KafkaConnection, frame: memoryview) -> ResponseSlot | None:
         codec = self._codec
@@ -306,10 +305,9 @@ class Broker:
     def pump(self) -> None:
         """Take what the core wants done: a persist (off the loop, one at a time; its sends
         wait for it inside the core), requests to peers, answers to parked quorum requests."""
-        take = getattr(self.node, "take_outbox", None)
-        if take is None or self._outbox_closed:
+        if self._outbox_closed:
             return
-        out = take(now_ms())
+        out = self.node.take_outbox(now_ms())
         if out.persist and self._persist_task is None:
             self._persist_task = self._loop.create_task(self._persist(out.persist))
         if out.sends:
@@ -380,8 +378,6 @@ class Broker:
     async def persist_election_states(self) -> None:
         """Raft transitions are durable before they take effect, and before the data of the
         epochs they start: one write and one fsync per batch, in the fsync pool."""
-        if getattr(self.node, "take_outbox", None) is None:
-            return
         while True:
             if self._persist_task is not None:
                 await asyncio.shield(self._persist_task)
@@ -391,9 +387,7 @@ class Broker:
 
     def drain_parked(self) -> None:
         """Shutdown: parked fetches are answered now instead of at their deadline."""
-        drain = getattr(self.node, "drain", None)
-        if drain is not None:
-            self._deliver(drain(now_ms()))
+        self._deliver(self.node.drain(now_ms()))
 
     async def flush_logs(self) -> None:
         await self.persist_election_states()

@@ -14,29 +14,29 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import structlog
 
 from ..storage.replication_offset_checkpoint import (REPLICATION_OFFSET_CHECKPOINT_FILE,
                                                           write_replication_offsets)
+from .node_api import NodeApi
 
 log = structlog.get_logger("kraftd.hw_checkpoints")
 
 CHECKPOINT_INTERVAL_S = 5.0
 
 
-def checkpointed_offsets(node: Any) -> dict[tuple[str, int], int]:
+def checkpointed_offsets(node: NodeApi) -> dict[tuple[str, int], int]:
     """{(topic, partition): min(HW, flushed offset)} for every partition the node hosts. Under
     fsync_policy=never nothing is flushed until shutdown and nothing is durable anyway: min(HW,
     log end) then."""
-    never = getattr(node.config, "fsync_policy", None) == "never"
+    never = node.config.fsync_policy == "never"
     return {p.key: min(p.high_watermark, p.log.log_end_offset if never else p.log.flushed_offset)
             for p in node.topics.partitions()}
 
 
 class HighWatermarkCheckpointer:
-    def __init__(self, node: Any, data_dir: str, *, interval_s: float = CHECKPOINT_INTERVAL_S) -> None:
+    def __init__(self, node: NodeApi, data_dir: str, *, interval_s: float = CHECKPOINT_INTERVAL_S) -> None:
         self._node = node
         self.path = os.path.join(data_dir, REPLICATION_OFFSET_CHECKPOINT_FILE)
         self._interval_s = interval_s
@@ -57,8 +57,8 @@ class HighWatermarkCheckpointer:
 
     async def write(self) -> None:
         offsets = checkpointed_offsets(self._node)
-        if offsets == self._written:
-            return
+        if offsets == self._written or (self._written is None and not offsets):
+            return  # (nothing hosted yet: nothing to write)
         await asyncio.get_running_loop().run_in_executor(self._pool, write_replication_offsets, self.path, offsets)
         self._written = offsets
 

@@ -2,11 +2,11 @@
 
 Other modules add metrics in one of two ways:
   * server code: register on `ServerMetrics.registry` (passed around, never the global default);
-  * the core (no prometheus import in quorum/): implement `node.metrics_values() -> dict[str,
-    int | float]`; each key is exposed at scrape time as `kraftd_<key>` (a counter when the key
-    ends in `_total`, else a gauge). Per-partition offsets come from `node.metrics_snapshot()`;
-    cluster state from `node.cluster_stats()` and Raft latencies from
-    `node.drain_raft_latencies()` (both optional: a node without cluster_stats exports none).
+  * the core (no prometheus import in quorum/): `node.stats` (quorum/node_stats.py, typed by
+    server/node_api.py's NodeStatsApi). `metrics_values() -> dict[str, int | float]`: each key
+    is exposed at scrape time as `kraftd_<key>` (a counter when the key ends in `_total`, else a
+    gauge). Per-partition offsets come from `partition_offsets()`, cluster state from
+    `cluster_stats()`, Raft latencies from `drain_raft_latencies()`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import asyncio
 import http
 import json
 import urllib.parse
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from .loop_metrics import (LabelledCounter, LabelledHistogram, LoopCounter, LoopHistogram,
                            LoopMetricsCollector)
+from .node_api import NodeApi, NodeStatsApi
 
 log = structlog.get_logger("kraftd.metrics")
 
@@ -94,7 +95,7 @@ class ServerMetrics:
         # Caps (issue 21, item 4): what each refused, the shell's (connections) and the core's
         # (node.refusals), as one family kraftd_refused_total{what}.
         self.refused: dict[str, int] = {}
-        self._get_node: Callable[[], Any] = lambda: None
+        self._get_node: Callable[[], NodeApi | None] = lambda: None
         r.register(RefusedCollector(self))
         self.parked_cancelled = Counter("kraftd_parked_cancelled", "Parked produces, fetches and forwarded "
                                         "requests dropped because their client's connection closed", registry=r)
@@ -117,13 +118,13 @@ class ServerMetrics:
             child = self._lat_children[api] = self.request_latency.child(api)
         return child
 
-    def observe_snapshot_loads(self, node: Any) -> None:
+    def observe_snapshot_loads(self, node: NodeApi) -> None:
         """Record how long each snapshot-policy partition took to load at startup."""
-        for p in getattr(node, "snapshot_stats", lambda: [])():
+        for p in node.stats.snapshot_stats():
             if p.get("load_ms") is not None:
                 self.load_snapshot_latency.labels(str(p["topic"]), str(p["partition"])).observe(p["load_ms"])
 
-    def watch_node(self, get_node: Callable[[], Any]) -> None:
+    def watch_node(self, get_node: Callable[[], NodeApi | None]) -> None:
         """Expose the node's per-partition offsets and extra values at scrape time."""
         self._get_node = get_node
         self.registry.register(NodeCollector(get_node))
@@ -155,7 +156,7 @@ class RefusedCollector(Collector):
         for what, n in self._metrics.refused.items():
             counts[what] = counts.get(what, 0) + n
         node = self._metrics._get_node()
-        for what, n in (getattr(node, "refusals", None) or {}).items():
+        for what, n in (node.refusals if node is not None else {}).items():
             counts[what] = counts.get(what, 0) + n
         fam = CounterMetricFamily("kraftd_refused", "What the caps refused, by cap (" + ", ".join(
             f"{k}: {v}" for k, v in REFUSED_WHAT.items()) + ")", labels=["what"])
@@ -165,7 +166,7 @@ class RefusedCollector(Collector):
 
 
 class NodeCollector(Collector):
-    def __init__(self, get_node: Callable[[], Any]) -> None:
+    def __init__(self, get_node: Callable[[], NodeApi | None]) -> None:
         self._get_node = get_node
         # The node hands over latency samples once (drain); the histograms keep the running
         # counts. Scrapes run on the loop thread, so the lock-free LoopHistogram is exact.
@@ -183,29 +184,25 @@ class NodeCollector(Collector):
         families = {name: GaugeMetricFamily(f"kraftd_{name}", f"Partition {name}",
                                             labels=["topic", "partition"])
                     for name in PARTITION_GAUGES}
-        for p in node.metrics_snapshot():
+        stats = node.stats
+        for p in stats.partition_offsets():
             labels = [str(p["topic"]), str(p["partition"])]
             for name in PARTITION_GAUGES:
                 if name in p:
                     families[name].add_metric(labels, p[name])
         yield from families.values()
-        yield from _snapshot_families(node)
-        yield from _fetch_session_families(node)
-        yield from self._cluster_families(node)
-        yield from self._group_families(node)
-        values = getattr(node, "metrics_values", None)
-        if values is not None:
-            for key, value in values().items():
-                if key.endswith("_total"):
-                    yield CounterMetricFamily(f"kraftd_{key[:-6]}", key, value=value)
-                else:
-                    yield GaugeMetricFamily(f"kraftd_{key}", key, value=value)
+        yield from _snapshot_families(stats)
+        yield from _fetch_session_families(stats)
+        yield from self._cluster_families(stats)
+        yield from self._group_families(stats)
+        for key, value in stats.metrics_values().items():
+            if key.endswith("_total"):
+                yield CounterMetricFamily(f"kraftd_{key[:-6]}", key, value=value)
+            else:
+                yield GaugeMetricFamily(f"kraftd_{key}", key, value=value)
 
-    def _cluster_families(self, node) -> Iterable:
-        stats = getattr(node, "cluster_stats", None)
-        if stats is None:
-            return
-        s = stats()
+    def _cluster_families(self, stats: NodeStatsApi) -> Iterable:
+        s = stats.cluster_stats()
         for key, doc in CLUSTER_GAUGES.items():
             yield GaugeMetricFamily(f"kraftd_{key}", doc, value=s[key])
         epoch = GaugeMetricFamily("kraftd_leader_epoch", "Leader epoch of the partition as this node knows it",
@@ -213,10 +210,7 @@ class NodeCollector(Collector):
         for p in s["partitions"]:
             epoch.add_metric([str(p["topic"]), str(p["partition"])], p["leader_epoch"])
         yield epoch
-        drain = getattr(node, "drain_raft_latencies", None)
-        if drain is None:
-            return
-        elections, commits = drain()
+        elections, commits = stats.drain_raft_latencies()
         for value in elections:
             self.raft_election_ms.observe(value)
         for value in commits:
@@ -232,9 +226,8 @@ class NodeCollector(Collector):
             yield fam
 
 
-    def _group_families(self, node) -> Iterable:
-        stats = getattr(node, "group_stats", None)
-        s = stats() if stats is not None else None
+    def _group_families(self, stats: NodeStatsApi) -> Iterable:
+        s = stats.group_stats()
         if s is None:
             s = {"groups": {}, "members": 0, "rebalances_total": 0, "offset_commits_total": 0, "load_times_ms": []}
         groups = GaugeMetricFamily("kraftd_groups", "Consumer groups this node coordinates, by state",
@@ -256,17 +249,14 @@ class NodeCollector(Collector):
         yield fam
 
 
-def _snapshot_families(node) -> Iterable:
-    stats = getattr(node, "snapshot_stats", None)
-    if stats is None:
-        return
+def _snapshot_families(stats: NodeStatsApi) -> Iterable:
     lag = GaugeMetricFamily("kraftd_snapshot_lag", "Offsets between the latest snapshot and the HW",
                             labels=["topic", "partition"])
     size = GaugeMetricFamily("kraftd_snapshot_size_bytes", "Size of the latest snapshot",
                              labels=["topic", "partition"])
     end = GaugeMetricFamily("kraftd_snapshot_end_offset", "End offset of the latest snapshot",
                             labels=["topic", "partition"])
-    for p in stats():
+    for p in stats.snapshot_stats():
         labels = [str(p["topic"]), str(p["partition"])]
         lag.add_metric(labels, p["lag"])
         size.add_metric(labels, p["size_bytes"])
@@ -275,11 +265,8 @@ def _snapshot_families(node) -> Iterable:
     yield from (lag, size, end)
 
 
-def _fetch_session_families(node) -> Iterable:
-    stats = getattr(node, "fetch_session_stats", None)
-    if stats is None:
-        return
-    s = stats()
+def _fetch_session_families(stats: NodeStatsApi) -> Iterable:
+    s = stats.fetch_session_stats()
     # KIP-227's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
     # IncrementalFetchSessionEvictionsPerSec (a counter here: rates are Prometheus' job).
     yield GaugeMetricFamily("kraftd_num_incremental_fetch_sessions", "Cached incremental fetch sessions",

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import structlog
+
+from .metrics import ServerMetrics
+from .node_api import NodeApi
 
 log = structlog.get_logger("kraftd.snapshots")
 
@@ -19,7 +21,7 @@ def now_ms() -> int:
 
 
 class SnapshotJobRunner:
-    def __init__(self, node: Any, metrics: Any) -> None:
+    def __init__(self, node: NodeApi, metrics: ServerMetrics) -> None:
         self._node = node
         self._metrics = metrics
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-snap")
@@ -28,13 +30,12 @@ class SnapshotJobRunner:
 
     def start_due(self) -> None:
         """Start every job the node says is due (cheap when none is: called after each batch)."""
-        jobs = getattr(self._node, "snapshot_jobs", None)
-        if jobs is None or self._stopping:
+        if self._stopping:
             return
         try:
-            due = jobs()
+            due = self._node.snapshots.jobs()
         except Exception:
-            log.exception("node.snapshot_jobs failed")
+            log.exception("node.snapshots.jobs failed")
             return
         for job in due:
             task = asyncio.create_task(self._run(job), name="kraftd-snapshot")
@@ -68,8 +69,7 @@ class SnapshotJobRunner:
         topic, partition = params.get("topic"), params.get("partition", "")
         if not topic or not partition.lstrip("-").isdigit():
             return 400, {"requested": False, "error": "need topic and partition"}
-        request = getattr(self._node, "request_snapshot", None)
-        if request is None or not request(topic, int(partition)):
+        if not self._node.snapshots.request(topic, int(partition)):
             return 404, {"requested": False,
                          "error": f"{topic}-{partition} is not a snapshot-policy partition"}
         self.start_due()

@@ -10,9 +10,10 @@ import uuid
 
 import pytest
 
-from kraftd.quorum.data_dir_startup import prepare_data_dir
+from kraftd.server.data_dir_startup import prepare_data_dir
 from kraftd.quorum.node_config import NodeConfig, VoterSetMismatch
-from kraftd.quorum.raft.election_state import ElectionState, FileElectionStore
+from kraftd.quorum.raft.election_state import ElectionState
+from kraftd.server.election_state_file import FileElectionStore
 from kraftd.storage import TopicCatalog
 from kraftd.storage.data_dir_lock import DataDirLock
 from kraftd.storage.forced_recovery import read_forced_recovery

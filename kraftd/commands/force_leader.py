@@ -64,7 +64,8 @@ def run(args) -> int:
 
 
 def _force(data_dir: Path, new_voters: tuple, node_id: int | None, bump: int) -> int:
-    from kraftd.quorum.raft.election_state import ElectionState, FileElectionStore
+    from kraftd.quorum.raft.election_state import ElectionState
+    from kraftd.server.election_state_file import FileElectionStore
     from kraftd.storage import FileLog, TopicCatalog
     from kraftd.storage.forced_recovery import ForcedRecovery, read_forced_recovery, write_forced_recovery
     from kraftd.storage.replication_offset_checkpoint import read_replication_offsets

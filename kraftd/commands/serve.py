@@ -49,7 +49,8 @@ def serve_with(settings, node_factory=None) -> int:
     """Configure logging and run; node_factory=None opens the real file-backed node."""
     import structlog
 
-    from kraftd.server.app import open_file_node, serve
+    from kraftd.server.app import serve
+    from kraftd.server.node_files import open_file_node
     from kraftd.server.logging import configure_logging
 
     configure_logging(settings.log_format, settings.log_level)

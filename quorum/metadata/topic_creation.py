@@ -53,7 +53,7 @@ def _create(ctx, controller, topic, validate_only: bool, duplicates: set, record
     configs = {c.name: c.value for c in topic.configs}
     try:
         config = TopicConfig.resolve(configs, ctx.config)
-        assignments = _assignments(ctx, image, topic)
+        assignments = _assignments(ctx, controller, topic)
     except InvalidTopicConfig as exc:
         return error_result(name, ErrorCode.INVALID_CONFIG, str(exc))
     except PlacementError as exc:
@@ -78,7 +78,8 @@ def _create(ctx, controller, topic, validate_only: bool, duplicates: set, record
     return created_result(name, len(assignments), len(assignments[0]), config, set(configs), topic_id)
 
 
-def _assignments(ctx, image, topic) -> list[list[int]]:
+def _assignments(ctx, controller, topic) -> list[list[int]]:
+    image = controller.image
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise PlacementError("INVALID_REQUEST", "Both assignments and numPartitions/replicationFactor were set.")

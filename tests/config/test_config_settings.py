@@ -8,6 +8,7 @@ import pytest
 
 from kraftd.config.settings import ConfigError, Settings, parse_host_port
 from kraftd.quorum.node_config import NodeConfig
+from kraftd.server.node_files import node_config_from_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "example.toml"
 
@@ -119,7 +120,7 @@ def test_node_config_gets_every_core_field_by_the_same_name():
     values = Settings.load(node_id=3, segment_bytes=4096, fsync_policy="never").to_node_config()
     core_fields = {f.name for f in dataclasses.fields(NodeConfig)} - {"extra"}
     assert set(values) == core_fields  # nothing missing, no shell-only settings leak in
-    config = NodeConfig.from_settings(values)
+    config = node_config_from_settings(values)
     assert (config.node_id, config.segment_bytes, config.fsync_policy) == (3, 4096, "never")
 
 

@@ -8,6 +8,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.records import build_batch, decode_records
 from kraftd.quorum.node import Node
+from kraftd.server.node_files import open_node_on_files
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
@@ -48,7 +49,7 @@ class NodeTestContext:
 
     def restart(self) -> "NodeTestContext":
         self.node.close()
-        node = Node.open(self.config, self.now_ms)
+        node = open_node_on_files(self.config, self.now_ms)
         return NodeTestContext(node, self.config, self.now_ms)
 
     # -- requests ------------------------------------------------------------------------
@@ -170,7 +171,7 @@ class NodeTestContextBuilder:
         return self
 
     def build(self) -> NodeTestContext:
-        ctx = NodeTestContext(Node.open(self._config, self._now), self._config, self._now)
+        ctx = NodeTestContext(open_node_on_files(self._config, self._now), self._config, self._now)
         if self._session_ids is not None:
             ctx.node.fetch_sessions._new_id = self._session_ids.__next__
         for name, partitions, configs in self._topics:

@@ -129,9 +129,10 @@ def test_ids_are_non_zero_and_unique_on_the_node():
 
 
 def test_production_ids_are_random_positive_int32s():
-    from kraftd.quorum.node import _random_session_id
+    from kraftd.server.node_files import secure_runtime
 
-    draws = {_random_session_id() for _ in range(2000)}
+    new_session_id = secure_runtime().new_session_id
+    draws = {new_session_id() for _ in range(2000)}
     assert all(1 <= d <= 0x7FFFFFFF for d in draws)
     assert len(draws) > 1990  # a CSPRNG, not a counter or a small range
     assert max(draws) > 1 << 30

@@ -318,7 +318,7 @@ def test_a_follower_evicts_a_consumer_which_then_falls_back_to_full_fetches(tmp_
     assert consumer.top_errors == [ErrorCode.FETCH_SESSION_ID_NOT_FOUND]
     response = consumer.poll()  # (0, 0): no slot (the follower is young and privileged), data anyway
     assert response.session_id == 0 and consumer.records[T[0]] == [(1, b"late")]
-    assert ctx.node.fetch_session_stats() == {"sessions": 1, "partitions_cached": 1, "evictions": 1}
+    assert ctx.node.stats.fetch_session_stats() == {"sessions": 1, "partitions_cached": 1, "evictions": 1}
 
 
 @pytest.mark.parametrize("used_in_between", [False, True])

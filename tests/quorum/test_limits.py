@@ -116,8 +116,8 @@ def test_idle_producer_states_expire_and_active_ones_stay(tmp_path):
         out = ctx.produce("t", 0, batch_of(["v"], producer_id=8, producer_epoch=0, base_sequence=second))
         assert out.response.responses[0].partition_responses[0].error_code == 0
     assert 7 not in state and 8 in state  # idle 80 s > 60 s (checked every 10 s)
-    assert ctx.node.producer_ids_expired == 1
-    assert ctx.node.metrics_values()["producer_ids_expired_total"] == 1
+    assert ctx.node.stats.metrics_values()["producer_ids_expired_total"] == 1
+    assert ctx.node.stats.metrics_values()["producer_ids_expired_total"] == 1
     # Forgotten: its next batch must start again at sequence 0.
     late = ctx.produce("t", 0, batch_of(["v"], producer_id=7, producer_epoch=0, base_sequence=1))
     assert late.response.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_PRODUCER_ID
@@ -203,9 +203,9 @@ def test_parked_produces_and_fetches_of_a_closed_connection_are_cancelled(tmp_pa
     hw = ctx.node.topics.partition("t", 0).high_watermark  # (the produce is not durable yet)
     fetch = ctx.deliver(ctx.fetch_request("t", 0, hw, max_wait_ms=30_000, min_bytes=1 << 20), 12)
     assert isinstance(produce, Park) and isinstance(fetch, Park)
-    assert ctx.node.metrics_values()["parked_requests"] == 2
+    assert ctx.node.stats.metrics_values()["parked_requests"] == 2
     assert ctx.node.cancel_parked({produce.token, fetch.token, 12345}, ctx.now_ms) == 2
-    assert ctx.node.metrics_values()["parked_requests"] == 0
+    assert ctx.node.stats.metrics_values()["parked_requests"] == 0
     ctx.flush()
     ctx.advance(30_000)
     assert produce.token not in ctx.completions and fetch.token not in ctx.completions

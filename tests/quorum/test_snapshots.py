@@ -6,7 +6,7 @@ import pytest
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.records import build_batch
-from kraftd.quorum.node import Node
+from kraftd.server.node_files import open_node_on_files
 from kraftd.quorum.snapshots.partition_snapshots import SnapshotInvariantError
 from kraftd.storage.snapshots import SnapshotStore
 
@@ -18,7 +18,7 @@ SMALL = {"cleanup.policy": "snapshot", "metadata.log.max.record.bytes.between.sn
 
 def run_snapshot_jobs(ctx) -> list:
     done = []
-    for job in ctx.node.snapshot_jobs():
+    for job in ctx.node.snapshots.jobs():
         job.run()
         ctx.node.on_snapshot_done(job, ctx.now_ms)
         done.append(job)
@@ -82,7 +82,7 @@ def test_no_snapshot_until_both_conditions_hold(ctx):
 
 def test_requested_snapshot_and_delete_records_policy(ctx):
     put(ctx, {}, [(b"a", b"1")])
-    assert ctx.node.request_snapshot("kv", 0)
+    assert ctx.node.snapshots.request("kv", 0)
     (job,) = run_snapshot_jobs(ctx)
     assert ctx.node.topics.partition("kv", 0).log_start_offset == job.snapshot_id.end_offset
     request = m.DeleteRecordsRequest(timeout_ms=1000, topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
@@ -92,7 +92,7 @@ def test_requested_snapshot_and_delete_records_policy(ctx):
 
 def test_fetch_below_the_log_start_points_at_the_snapshot(ctx):
     put(ctx, {}, [(b"a", b"1"), (b"b", b"2")])
-    ctx.node.request_snapshot("kv", 0)
+    ctx.node.snapshots.request("kv", 0)
     (job,) = run_snapshot_jobs(ctx)
     data = ctx.fetch("kv", 0, 0, version=12)
     assert data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
@@ -107,13 +107,13 @@ def test_fetch_below_the_log_start_points_at_the_snapshot(ctx):
 
 def test_startup_refuses_a_log_start_without_a_snapshot(ctx, tmp_path):
     put(ctx, {}, [(b"a", b"1")])
-    ctx.node.request_snapshot("kv", 0)
+    ctx.node.snapshots.request("kv", 0)
     (job,) = run_snapshot_jobs(ctx)
     ctx.node.close()
     import os
     os.unlink(SnapshotStore(tmp_path / "kv-0").path(job.snapshot_id))
     with pytest.raises(SnapshotInvariantError, match="no snapshot reaches it"):
-        Node.open(ctx.config, ctx.now_ms)
+        open_node_on_files(ctx.config, ctx.now_ms)
 
 
 def test_startup_removes_leftovers_and_truncates_to_a_newer_snapshot(ctx, tmp_path):
@@ -126,7 +126,7 @@ def test_startup_removes_leftovers_and_truncates_to_a_newer_snapshot(ctx, tmp_pa
     writer = store.writer(SnapshotId(50, 1), last_contained_log_timestamp=START_MS)
     writer.append(b"z", b"26")
     writer.freeze()
-    node = Node.open(ctx.config, ctx.now_ms)
+    node = open_node_on_files(ctx.config, ctx.now_ms)
     partition = node.topics.partition("kv", 0)
     assert partition.log_start_offset == 50 and partition.log_end_offset == 51  # + this epoch's LeaderChange
     assert node.snapshots[("kv", 0)].machine.state == {b"z": b"26"}

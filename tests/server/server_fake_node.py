@@ -15,6 +15,7 @@ from pathlib import Path
 from kraftd.protocol import messages as m
 from kraftd.protocol.api import API_BY_KEY
 from kraftd.quorum.outcomes import Completion, NoResponse, Park, Respond
+from kraftd.quorum.raft.persist_gate import Outbox
 
 LOG_KEY = ("t", 0)
 
@@ -84,6 +85,35 @@ class FakeSnapshotJob:
             raise OSError(28, "No space left on device")
 
 
+class FakeStats:
+    """node.stats: each figure from the fake node's method of that name (tests override them)."""
+
+    def __init__(self, node: "FakeNode") -> None:
+        self._node = node
+
+    def __getattr__(self, name: str):
+        if name in ("metrics_values", "partition_offsets", "cluster_stats", "drain_raft_latencies",
+                    "group_stats", "fetch_session_stats", "snapshot_stats"):
+            return getattr(self._node, name)
+        raise AttributeError(name)
+
+
+class FakeSnapshots:
+    def __init__(self, node: "FakeNode") -> None:
+        self._node = node
+
+    def jobs(self) -> list:
+        return self._node.snapshot_jobs()
+
+    def request(self, topic: str, index: int) -> bool:
+        return self._node.request_snapshot(topic, index)
+
+
+class FakeTopics:
+    def partitions(self) -> list:
+        return []  # (no high-watermark checkpoint for the fake log)
+
+
 class FakeNode:
     def __init__(self, config: dict) -> None:
         self.config = config
@@ -99,6 +129,10 @@ class FakeNode:
         self._snapshots_due: list = []
         self.snapshots_done: list = []
         self.snapshot_fail = False
+        self.refusals: dict[str, int] = {}
+        self.stats = FakeStats(self)
+        self.snapshots = FakeSnapshots(self)
+        self.topics = FakeTopics()
 
     @classmethod
     def open(cls, config: dict, now_ms: int) -> "FakeNode":
@@ -153,7 +187,7 @@ class FakeNode:
             del self._produces[c.token]
         return done
 
-    def metrics_snapshot(self) -> list[dict]:
+    def partition_offsets(self) -> list[dict]:
         return [{"topic": "t", "partition": 0, "log_start_offset": 0,
                  "log_end_offset": self.log.log_end_offset,
                  "high_watermark": self.log.flushed_offset}]
@@ -163,6 +197,17 @@ class FakeNode:
 
     def fetch_session_stats(self) -> dict:
         return {"sessions": 2, "partitions_cached": 10, "evictions": 4}
+
+    def cluster_stats(self) -> dict:
+        return {"metadata_leader_id": -1, "metadata_epoch": -1, "leader_partitions": 1,
+                "under_replicated_partitions": 0, "offline_partitions": 0,
+                "partitions": [{"topic": "t", "partition": 0, "leader_epoch": 0, "is_leader": True}]}
+
+    def drain_raft_latencies(self) -> tuple[list[float], list[float]]:
+        return [], []
+
+    def group_stats(self) -> dict | None:
+        return None
 
     # -- snapshots: "kv"-0 is the only snapshot-policy partition ---------------------------
     def request_snapshot(self, topic: str, index: int) -> bool:
@@ -181,6 +226,41 @@ class FakeNode:
     def snapshot_stats(self) -> list[dict]:
         return [{"topic": "kv", "partition": 0, "lag": 5, "size_bytes": 100,
                  "latest": None, "load_ms": 12.0}]
+
+    # -- the rest of the shell's interface (server/node_api.py): a single node, no peers ------
+    def take_outbox(self, now_ms: int) -> Outbox:
+        return Outbox()
+
+    def write_election_states(self, states: dict) -> None:
+        raise AssertionError("the fake node persists no election state")
+
+    def on_persisted(self) -> None:
+        pass
+
+    def on_response(self, source: int, correlation_id: int, response, now_ms: int) -> None:
+        raise AssertionError("the fake node sends no requests")
+
+    def on_unreachable(self, node_id: int, now_ms: int) -> None:
+        pass
+
+    def cancel_parked(self, tokens, now_ms: int) -> int:
+        dropped = 0
+        for token in tokens:
+            dropped += self._fetches.pop(token, None) is not None
+            dropped += self._produces.pop(token, None) is not None
+        return dropped
+
+    def drain(self, now_ms: int) -> list[Completion]:
+        return []  # parked fetches stay parked (shutdown's grace period is what tests see)
+
+    def resign_all(self, now_ms: int) -> int:
+        return 0
+
+    def still_leading(self) -> int:
+        return 0
+
+    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+        return None
 
     def close(self) -> None:
         self.closed = True

@@ -1,4 +1,4 @@
-"""Cluster metrics: node.cluster_stats() and node.drain_raft_latencies(), read at scrape time."""
+"""Cluster metrics: node.stats.cluster_stats() and .drain_raft_latencies(), read at scrape time."""
 from __future__ import annotations
 
 from prometheus_client import generate_latest
@@ -17,7 +17,7 @@ class ClusterFakeNode(FakeNode):
 
     def __init__(self, config: dict) -> None:
         super().__init__(config)
-        self.stats = {
+        self.cluster = {
             "metadata_leader_id": 2, "metadata_epoch": 7, "leader_partitions": 3,
             "under_replicated_partitions": 1, "offline_partitions": 0,
             "partitions": [
@@ -31,7 +31,7 @@ class ClusterFakeNode(FakeNode):
         self.drains = 0
 
     def cluster_stats(self) -> dict:
-        return self.stats
+        return self.cluster
 
     def drain_raft_latencies(self) -> tuple[list[float], list[float]]:
         self.drains += 1
@@ -120,7 +120,7 @@ def test_gauges_follow_the_node_between_scrapes():
     node = ClusterFakeNode({})
     metrics = watched(node)
     scrape(metrics)
-    node.stats = {**node.stats, "metadata_leader_id": 3, "metadata_epoch": 8, "offline_partitions": 2,
+    node.cluster = {**node.cluster, "metadata_leader_id": 3, "metadata_epoch": 8, "offline_partitions": 2,
                   "partitions": [{"topic": "orders", "partition": 0, "leader_epoch": 6, "is_leader": False}]}
 
     _, samples = scrape(metrics)
@@ -135,19 +135,22 @@ def test_gauges_follow_the_node_between_scrapes():
 
 def test_no_leader_is_minus_one():
     node = ClusterFakeNode({})
-    node.stats = {**node.stats, "metadata_leader_id": -1}
+    node.cluster = {**node.cluster, "metadata_leader_id": -1}
 
     _, samples = scrape(watched(node))
 
     assert samples[("kraftd_metadata_leader_id", ())] == -1
 
 
-def test_node_without_cluster_stats_exports_none_of_them():
+def test_a_single_node_exports_them_without_a_metadata_quorum():
     text, samples = scrape(watched(FakeNode({})))
 
     for name in CLUSTER_NAMES:
-        assert name not in text
-    assert ("kraftd_high_watermark", (("partition", "0"), ("topic", "t"))) in samples  # the rest still works
+        assert name in text
+    assert samples[("kraftd_metadata_leader_id", ())] == -1
+    assert samples[("kraftd_leader_partitions", ())] == 1
+    assert samples[("kraftd_leader_epoch", (("partition", "0"), ("topic", "t")))] == 0
+    assert ("kraftd_high_watermark", (("partition", "0"), ("topic", "t"))) in samples
 
 
 def test_no_node_yet_exports_none_of_them():

@@ -130,10 +130,10 @@ async def test_parked_requests_of_a_closed_connection_are_dropped(server):
                                               last_fetched_epoch=-1, log_start_offset=-1,
                                               partition_max_bytes=1 << 20)])]))
     assert await settle(lambda: srv.broker.parked_count == 1)
-    assert srv.node.metrics_values()["parked_requests"] == 1
+    assert srv.node.stats.metrics_values()["parked_requests"] == 1
     client.close()
     # Without the cancellation the long poll would stay parked for its 30 s.
-    assert await settle(lambda: srv.broker.parked_count == 0 and srv.node.metrics_values()["parked_requests"] == 0)
+    assert await settle(lambda: srv.broker.parked_count == 0 and srv.node.stats.metrics_values()["parked_requests"] == 0)
     values = await metrics(srv)
     assert values[("kraftd_parked_cancelled_total", ())] == 1
     assert values[("kraftd_parked_requests", ())] == 0

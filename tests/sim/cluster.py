@@ -13,6 +13,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.node import Node
+from kraftd.quorum.node_wiring import NodeRuntime, NodeStartup
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
@@ -70,26 +71,25 @@ class SimNode:
                             voters={i: ("sim", 9092) for i in self.sim.nodes})
         seed = self.sim.rng.getrandbits(64)
         session_rng = random.Random(seed ^ 0x5EED)
-        self.node = Node(config, catalog=self.disk.catalog, election_store=self.disk.elections,
-                         producer_id_store=self.disk.producer_ids, open_log=self.disk.open_log,
-                         open_snapshot_store=self.disk.open_snapshot_store,
-                         new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF), rng=random.Random(seed),
-                         raft_config=self.sim.raft, bugs=self.sim.bugs, cluster_id=CLUSTER_ID,
-                         # The disk remembers it replaced a lost one (a durable marker, like a
-                         # data dir formatted to join an existing cluster): groups without a
-                         # persisted state must catch up before they vote, across restarts too.
-                         rejoining=rejoining or self.disk.lost, on_rejoin_complete=self._rejoined)
+        runtime = NodeRuntime(rng=random.Random(seed), new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF),
+                              raft_config=self.sim.raft, bugs=self.sim.bugs, cluster_id=CLUSTER_ID)
+        # The disk remembers it replaced a lost one (a durable marker, like a data dir formatted
+        # to join an existing cluster): groups without a persisted state must catch up before
+        # they vote, across restarts too.
+        startup = NodeStartup(rejoining=rejoining or self.disk.lost, on_rejoin_complete=self._rejoined)
+        self.node = Node(config, self.disk.storage(), runtime, startup)
         self.parked.clear()
         self.persisting = self.flushing = False
         self.paused_until = 0
         self.view = {}
-        install = self.node.install_snapshot
+        hooks = self.node.group_hooks
+        install = hooks.install_snapshot
 
         def counted_install(*args, **kwargs):
             self.sim.coverage["snapshot installs"] += 1
             return install(*args, **kwargs)
 
-        self.node.install_snapshot = counted_install
+        hooks.install_snapshot = counted_install
         self.node.start(now_ms)
         if not [t for t in self.disk.catalog.all() if t.name != METADATA_TOPIC]:
             for name, topic_id, assignments in self.sim.topics:
@@ -249,7 +249,7 @@ class Simulation:
             if moment is not None:
                 return self._crash_at_moment(sn, moment)
             sn.view = self._moment_view(sn)
-        for job in node.snapshot_jobs():
+        for job in node.snapshots.jobs():
             self.at(self.now + self.rates.fsync_ms, "snapshot", sn.id, sn.incarnation, job)
         if not sn.flushing and node.logs_to_flush():
             sn.flushing = True

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 import uuid
 
+from kraftd.quorum.node_wiring import NodeStorage
 from kraftd.quorum.raft.election_state import MemoryElectionStore
 from kraftd.storage import MemoryLog
 from kraftd.storage.file_log import FileLog
@@ -85,6 +86,10 @@ class Disk:
         # Snapshot files are real files (tmpfs when there is one): the real SnapshotStore.
         self.snapshot_root = tempfile.mkdtemp(prefix="kraftd-sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self.snapshot_stores: dict = {}
+
+    def storage(self) -> NodeStorage:
+        return NodeStorage(catalog=self.catalog, election_store=self.elections, producer_id_store=self.producer_ids,
+                           open_log=self.open_log, open_snapshot_store=self.open_snapshot_store)
 
     def open_snapshot_store(self, topic, index) -> SnapshotStore:
         return SnapshotStore(os.path.join(self.snapshot_root, f"{topic}-{index}"))

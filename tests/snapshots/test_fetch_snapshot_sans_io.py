@@ -26,8 +26,8 @@ def test_a_partition_led_by_another_node_answers_not_leader_or_follower(tmp_path
     assert ctx.produce("kv", 0, build_batch([(b"a", b"1", [], START_MS)])).response.responses[0] \
         .partition_responses[0].error_code == 0
     ctx.flush()
-    assert ctx.node.request_snapshot("kv", 0)
-    (job,) = ctx.node.snapshot_jobs()
+    assert ctx.node.snapshots.request("kv", 0)
+    (job,) = ctx.node.snapshots.jobs()
     job.run()
     ctx.node.on_snapshot_done(job, ctx.now_ms)
     sid = job.snapshot_id

@@ -12,13 +12,13 @@ def test_a_requested_snapshot_after_a_restart_covers_the_high_watermark(tmp_path
     ctx = ctx.restart()
     ctx.flush()
     partition = ctx.node.topics.partition("kv", 0)
-    assert ctx.node.request_snapshot("kv", 0)
-    (job,) = ctx.node.snapshot_jobs()
+    assert ctx.node.snapshots.request("kv", 0)
+    (job,) = ctx.node.snapshots.jobs()
     job.run()
     ctx.node.on_snapshot_done(job, ctx.now_ms)
     assert job.snapshot_id.end_offset == partition.high_watermark == partition.log_end_offset
     assert job.items == {b"a": b"1"}
-    (stats,) = ctx.node.snapshot_stats()
+    (stats,) = ctx.node.stats.snapshot_stats()
     assert stats["lag"] == 0
     assert partition.log_start_offset == partition.high_watermark
 
@@ -35,13 +35,13 @@ def test_log_bytes_applied_while_a_snapshot_is_written_count_towards_the_next(tm
         ctx.flush()
 
     put(60, b"a")  # > 5000 bytes: due
-    (job,) = ctx.node.snapshot_jobs()
+    (job,) = ctx.node.snapshots.jobs()
     put(60, b"b")  # another > 5000 bytes while the job runs
     job.run()
     ctx.node.on_snapshot_done(job, ctx.now_ms)
-    (second,) = ctx.node.snapshot_jobs()  # due at once: those bytes are after the first snapshot
+    (second,) = ctx.node.snapshots.jobs()  # due at once: those bytes are after the first snapshot
     assert second.snapshot_id.end_offset > job.snapshot_id.end_offset
     second.run()
     ctx.node.on_snapshot_done(second, ctx.now_ms)
     put(1, b"c")  # a few bytes only: not due
-    assert ctx.node.snapshot_jobs() == []
+    assert ctx.node.snapshots.jobs() == []

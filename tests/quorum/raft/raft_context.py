@@ -28,6 +28,7 @@ from kraftd.protocol import messages as m
 from kraftd.protocol.control_records import ControlType, parse_control_record_key
 from kraftd.protocol.records import build_batch, decode_records, iter_batch_headers
 from kraftd.quorum.node import Node
+from kraftd.quorum.node_wiring import NodeRuntime, NodeStartup, NodeStorage
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import Park, Respond
 from kraftd.quorum.peer import Peer
@@ -166,11 +167,13 @@ class RaftTestContextBuilder:
         config = NodeConfig(node_id=self.local_id, data_dir=data_dir, fsync_policy="acks_all",
                             **{"retention_check_interval_ms": 10**9, **self.node_overrides})
         session_rng = random.Random(self.seed ^ 0xF37C)
-        node = Node(config, catalog=MemoryTopicCatalog(CLUSTER_ID), election_store=store,
-                    producer_id_store=MemoryStateFile(), open_log=lambda topic, index, cfg: log,
-                    open_snapshot_store=lambda topic, index: SnapshotStore(os.path.join(data_dir, f"{topic}-{index}")),
-                    new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF), rng=random.Random(self.seed),
-                    raft_config=self.raft_config, cluster_id=CLUSTER_ID, rejoining=self.is_rejoining)
+        storage = NodeStorage(
+            catalog=MemoryTopicCatalog(CLUSTER_ID), election_store=store, producer_id_store=MemoryStateFile(),
+            open_log=lambda topic, index, cfg: log,
+            open_snapshot_store=lambda topic, index: SnapshotStore(os.path.join(data_dir, f"{topic}-{index}")))
+        runtime = NodeRuntime(rng=random.Random(self.seed), new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF),
+                              raft_config=self.raft_config, cluster_id=CLUSTER_ID)
+        node = Node(config, storage, runtime, NodeStartup(rejoining=self.is_rejoining))
         ctx.__init__(node, store, log, self.local_id, self.voters, self.raft_config, data_dir)
         node.start(START_MS)
         node.create_replicated_topic(TOPIC, TOPIC_ID, [self.voters], SNAPSHOT_POLICY if self.snapshot_policy else {},
@@ -513,8 +516,8 @@ class RaftTestContext:
     # -- whole scenarios ---------------------------------------------------------------------
     def take_snapshot(self) -> SnapshotId:
         """What the server's snapshot worker does when an operator asks for a snapshot now."""
-        assert self.node.request_snapshot(*KEY)
-        jobs = self.node.snapshot_jobs()
+        assert self.node.snapshots.request(*KEY)
+        jobs = self.node.snapshots.jobs()
         assert len(jobs) == 1, jobs
         jobs[0].run()
         self.node.on_snapshot_done(jobs[0], self.now_ms)

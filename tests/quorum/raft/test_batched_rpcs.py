@@ -32,6 +32,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.records import build_batch, iter_batch_headers
 from kraftd.quorum.node import Node
+from kraftd.quorum.node_wiring import NodeRuntime
 from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
@@ -168,9 +169,9 @@ def make_node(node_id: int, election_timeout_ms: int) -> Node:
     raft = RaftConfig(election_timeout_ms=election_timeout_ms, fetch_timeout_ms=2000, request_timeout_ms=2000,
                       fetch_max_wait_ms=FETCH_WAIT_MS)
     node = Node(NodeConfig(node_id=node_id, fsync_policy="acks_all", retention_check_interval_ms=10**9),
-                catalog=disk.catalog, election_store=disk.elections, producer_id_store=disk.producer_ids,
-                open_log=disk.open_log, new_session_id=lambda: next(session_ids), rng=random.Random(node_id),
-                raft_config=raft, cluster_id=CLUSTER_ID)
+                disk.storage(),
+                NodeRuntime(rng=random.Random(node_id), new_session_id=lambda: next(session_ids), raft_config=raft,
+                            cluster_id=CLUSTER_ID))
     node.start(0)
     node.create_replicated_topic(TOPIC, TOPIC_ID, [VOTERS] * PARTITIONS, {}, 0)
     return node

@@ -15,15 +15,14 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..quorum.metadata.names import METADATA_TOPIC
+from ..quorum.node_config import VoterSetMismatch
+from ..storage import TopicCatalog
 from ..storage.data_dir_lock import DataDirLock
 from ..storage.forced_recovery import ForcedRecovery, read_forced_recovery, set_aside
 from ..storage.rejoin_marker import rejoin_marked
 
-from .node_config import VoterSetMismatch
-
 log = logging.getLogger(__name__)
-
-METADATA_TOPIC = "__cluster_metadata"
 
 
 @dataclass
@@ -35,8 +34,6 @@ class DataDirStartup:
 
 
 def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
-    from ..storage import TopicCatalog
-
     data_dir = Path(config.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     lock = DataDirLock(data_dir).acquire()

@@ -1,0 +1,211 @@
+"""Which partitions this node hosts, and their Raft groups: made at startup from the catalog, on
+CreateTopics (one node), or as the metadata image assigns them (a cluster); dropped on delete.
+
+A node restarted on an empty data dir may have voted before and forgotten it: its groups with a
+history may not vote or stand until each has caught up with a leader once (the disk-loss rule,
+README), or until the whole rejoin is complete.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+
+from .fetch_sessions.contexts import partition_key_int
+from .metadata.names import METADATA_TOPIC, METADATA_TOPIC_ID
+from .node_changes import NodeChanges
+from .node_config import NodeConfig, VoterSetMismatch
+from .node_wiring import NodeStartup, NodeStorage
+from .partition import Partition
+from .raft.election_state import ElectionState
+from .raft.replication import Replication
+from .snapshots.coordination import SnapshotCoordination
+from .topics import Topic, TopicError, TopicRegistry
+
+log = logging.getLogger(__name__)
+
+
+class Hosting:
+    def __init__(self, config: NodeConfig, storage: NodeStorage, startup: NodeStartup, *,
+                 replication: Replication, snapshots: SnapshotCoordination, changes: NodeChanges,
+                 journal) -> None:
+        self.config = config
+        self._catalog = storage.catalog
+        self._election_store = storage.election_store
+        self._startup = startup
+        self.rejoining = startup.rejoining
+        self._replication = replication
+        self._snapshots = snapshots
+        self._changes = changes
+        self._journal = journal  # the fetch sessions' change journal
+        self._stored_states = storage.election_store.load()
+        self._floor_memo: int | None = None
+        self.started = False
+        self.plane = None  # the MetadataPlane in a cluster
+        self.topics = TopicRegistry(config, storage.catalog, storage.open_log, self._make_partition)
+
+    def start(self, now_ms: int) -> None:
+        self.topics.load()
+        if self.plane is not None:
+            self._open_metadata_partition(now_ms)
+        self.started = True
+
+    def legacy_epoch(self) -> int:
+        return getattr(self._election_store, "legacy_epoch", 0)
+
+    def _open_metadata_partition(self, now_ms: int) -> None:
+        """`__cluster_metadata-0`: a snapshot-policy group over the voters, on every voter."""
+        voters = sorted(self.config.voters)
+        topic = self.topics.get(METADATA_TOPIC)
+        if topic is None:
+            topic = self.topics.create(METADATA_TOPIC, 1, {"cleanup.policy": "snapshot"}, topic_id=METADATA_TOPIC_ID,
+                                       assignments=[voters])
+        partition = topic.partitions[0]
+        if partition is None or tuple(partition.raft.voters) != tuple(voters):
+            raise VoterSetMismatch(f"{METADATA_TOPIC} here has voters {partition and partition.raft.voters}, "
+                                   f"--voters says {voters}; changing the voter set is not supported")
+        self.plane.partition = partition
+        self.reconcile(now_ms)
+
+    def _make_partition(self, topic, index, topic_id, partition_log, config, topic_num: int,
+                        voters=None) -> Partition:
+        partition = Partition(topic=topic, index=index, topic_id=topic_id, log=partition_log, config=config,
+                              high_watermark=partition_log.log_start_offset,
+                              journal=self._journal, session_key=partition_key_int(topic_num, index))
+        if config.is_snapshot_policy:
+            self._snapshots.attach(partition)
+        voters = tuple(voters) if voters else (self.config.node_id,)
+        partition.replicas = voters
+        stored = self._stored_states.get(partition.key)
+        fresh = stored is None
+        now_ms = self._changes.now_ms
+        if fresh:
+            # A single node's groups share one epoch (raised at each start, as before replication):
+            # a group created while serving elects itself at the node's current epoch.
+            epoch = 0
+            if len(voters) == 1:
+                floor = self.leader_epoch_floor()
+                epoch = max(floor - 1, 0) if self.started else floor
+            stored = ElectionState(epoch, may_vote=not self.rejoining)
+        self._replication.add_group(partition, voters, stored, now_ms, persist_now=fresh)
+        partition.raft = self._replication.groups[partition.key]
+        if fresh and self.plane is not None and voters[0] == self.config.node_id and topic != METADATA_TOPIC:
+            partition.raft.stand_now(now_ms)  # the preferred leader of a new partition
+        return partition
+
+    @contextlib.contextmanager
+    def _epoch_floor_fixed(self):
+        """While one topic's partitions are made: the floor is computed once, not once per
+        partition (it walks every group: 10,000 partitions took O(groups) each)."""
+        self._floor_memo = self.leader_epoch_floor()
+        try:
+            yield
+        finally:
+            self._floor_memo = None
+
+    def leader_epoch_floor(self) -> int:
+        if self._floor_memo is not None:
+            return self._floor_memo  # (the new groups start at or below it: it cannot move meanwhile)
+        epochs = [g.epoch for g in self._replication.groups.values() if len(g.voters) == 1]
+        return max(epochs, default=self.legacy_epoch())
+
+    # -- creating and deleting --------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
+        """A client's CreateTopics or auto-creation. In a cluster it goes through the controller
+        and the client retries."""
+        now_ms = self._changes.now_ms
+        if self.plane is not None:
+            if self.plane.image.topic(name) is not None:
+                raise TopicError("NOT_LEADER_OR_FOLLOWER", f"No replica of '{name}' here.")
+            self.plane.auto_create(name, partitions, now_ms, configs)
+            raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
+        with self._epoch_floor_fixed():
+            topic = self.topics.create(name, partitions, configs)
+        self._replication.poll(now_ms)  # a group of one voter leads at once
+        return topic
+
+    def create_replicated_topic(self, name: str, topic_id, assignments: list, configs: dict, now_ms: int) -> Topic:
+        """Host this node's replicas of a topic whose placement was decided elsewhere (the
+        metadata image, or the simulation). `assignments[i]` lists partition i's voters."""
+        self._changes.now_ms = now_ms
+        with self._epoch_floor_fixed():
+            topic = self.topics.create(name, len(assignments), configs, topic_id=topic_id, assignments=assignments)
+        self._replication.poll(now_ms)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        """Drop a topic here: its groups, parked requests see it gone, its files are removed."""
+        topic = self.topics.delete(name)
+        if topic is None:
+            return
+        for partition in topic.partitions:
+            if partition is None:
+                continue
+            self._replication.remove_group(partition.key)
+            self._changes.dirty.pop(partition.key, None)
+            self._snapshots.forget(partition.key)
+            partition.log.close()
+            remove = getattr(partition.log, "remove_files", None)
+            if remove is not None:
+                remove()
+        log.info("deleted topic %s (%s)", name, topic.topic_id)
+
+    # -- the metadata image decides what this node hosts ------------------------------------------
+    def reconcile(self, now_ms: int) -> None:
+        """After the image changed: host the new partitions that list us, drop deleted topics."""
+        machine = self.plane.machine
+        image = machine.image
+        if machine.applied_offset < self._catalog.metadata_offset:
+            # Restarted: what we host already reflects the image at a later offset than we have
+            # replayed (a snapshot plus part of the log). Acting now would bring back topics
+            # deleted since, as empty replicas; wait (the changes keep accumulating).
+            return
+        if machine.reloaded:
+            topic_ids = set(image.topics) | image.removed
+        else:
+            topic_ids = {uuid.UUID(hex=key.split(b"/")[1].decode()) for key in machine.touched
+                         if key[:2] in (b"t/", b"p/")}
+        machine.touched, machine.reloaded = set(), False
+        me = self.config.node_id
+        changed = False
+        for topic_id in sorted(topic_ids):
+            info = image.topics.get(topic_id)
+            local = self.topics.get_by_id(topic_id)
+            if info is None:
+                if local is not None and topic_id in image.removed:
+                    self.delete_topic(local.name)
+                    changed = True
+                continue
+            if local is not None or not any(me in p.replicas for p in info.partitions.values()):
+                continue
+            stale = self.topics.get(info.name)
+            if stale is not None and stale.name != METADATA_TOPIC:
+                self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
+            assignments = [info.partitions[i].replicas for i in range(len(info.partitions))]
+            self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms)
+            changed = True
+        if changed:  # (a file write: only when what we host changed)
+            self._catalog.set_metadata_offset(machine.applied_offset)
+
+    def check_rejoin_complete(self) -> None:
+        """A rejoin is complete once the metadata group votes again, the image is applied up to
+        its HW, and every partition the image assigns here is hosted and votes again. A group
+        created after that is for a partition created after the disk was lost: no vote of this
+        node's to forget, so it votes at once (and the marker file goes)."""
+        groups = self._replication.groups
+        metadata = groups.get((METADATA_TOPIC, 0))
+        if metadata is None or not metadata.state.may_vote:
+            return
+        partition = metadata.partition
+        if partition.snapshots.machine.applied_offset < partition.high_watermark:
+            return
+        for info in self.plane.image.topics.values():
+            for p in info.partitions.values():
+                if self.config.node_id in p.replicas:
+                    group = groups.get((info.name, p.index))
+                    if group is None or not group.state.may_vote:
+                        return
+        self.rejoining = False
+        if self._startup.on_rejoin_complete is not None:
+            self._startup.on_rejoin_complete()
+        log.info("rejoin after a disk loss complete: every group hosted here has caught up")
