@@ -201,3 +201,22 @@ def _classes(name: str):
 @pytest.mark.parametrize("module", QUORUM)
 def test_quorum_classes_fit_a_few_screens(module):
     assert [(cls, lines) for cls, lines in _classes(module) if lines > MAX_CLASS_LINES] == []
+
+
+def test_the_architecture_document_names_only_modules_that_exist():
+    """docs/ARCHITECTURE.md: every `path.py` or `folder/` it names in backticks exists."""
+    import re
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    names = set(re.findall(r"`([A-Za-z_][\w/]*(?:\.py|/))`", text))
+    files, folders = set(), set()
+    for folder in [*PACKAGE_DIRS.values(), "tests", "bench", "fuzz"]:
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix == ".py":
+                files.add(path.relative_to(ROOT).as_posix())
+            elif path.is_dir():
+                folders.add(path.relative_to(ROOT).as_posix() + "/")
+    folders |= {f + "/" for f in [*PACKAGE_DIRS.values(), "tests", "bench", "fuzz", "docs"]}
+    missing = [n for n in sorted(names)
+               if not any(f == n or f.endswith("/" + n) for f in (files | folders))]
+    assert len(names) > 30 and missing == []
