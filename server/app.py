@@ -105,6 +105,7 @@ class KraftdServer:
             post_routes={"/admin/snapshot": self.broker.snapshots.request})
         self.metrics_address = await self._metrics_http.start(*s.metrics_address)
         self.broker.start()
+        self.metrics.loop_lag.start()
         self._hw_checkpoints = HighWatermarkCheckpointer(self.node, s.data_dir)
         self._hw_checkpoints.start()
         await self._listener.start_serving()
@@ -148,6 +149,7 @@ class KraftdServer:
 
     async def shutdown(self) -> None:
         """Stop accepting, answer what is in flight, fsync, close the node."""
+        self.metrics.loop_lag.stop()
         log.info("kraftd shutting down")
         await self._hand_over_leadership()
         self._serving = False

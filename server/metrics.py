@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from .loop_metrics import (LabelledCounter, LabelledHistogram, LoopCounter, LoopHistogram,
                            LoopMetricsCollector)
+from .loop_lag import LoopLagMonitor
 from .node_api import NodeApi, NodeStatsApi
 
 log = structlog.get_logger("kraftd.metrics")
@@ -59,6 +60,8 @@ class ServerMetrics:
         self.request_latency = LabelledHistogram(
             "kraftd_request_latency_seconds", "Time from request decoded to response written",
             ("api",), LATENCY_BUCKETS)
+        self.loop_lag = LoopLagMonitor()  # started by the server once its loop runs
+        r.register(self.loop_lag)
         self.bytes_in = LoopCounter()
         self.bytes_out = LoopCounter()
         r.register(LoopMetricsCollector(
