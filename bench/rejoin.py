@@ -41,7 +41,7 @@ ENV = {"KRAFTD_SNAPSHOT_MAX_BYTES_BETWEEN": str(256 * 1024 * 1024),
        "KRAFTD_SNAPSHOT_START_OFFSET_LAG_TIME_MAX_MS": "1000"}
 
 
-def _load(bootstrap: str, keys: int, value_bytes: int, log) -> float:
+def _load(bootstrap: str, keys: int, value_bytes: int, log, partitions: int = PARTITIONS) -> float:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
@@ -55,7 +55,7 @@ def _load(bootstrap: str, keys: int, value_bytes: int, log) -> float:
         while True:
             try:
                 producer.produce(TOPIC, key=b"k%09d" % i, value=pool[start:start + value_bytes],
-                                 partition=i % PARTITIONS, on_delivery=lambda e, m: e and failed.append(e))
+                                 partition=i % partitions, on_delivery=lambda e, m: e and failed.append(e))
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -66,10 +66,10 @@ def _load(bootstrap: str, keys: int, value_bytes: int, log) -> float:
     return time.monotonic() - t0
 
 
-def _snapshot_everywhere(cluster) -> None:
+def _snapshot_everywhere(cluster, partitions: int = PARTITIONS) -> None:
     for i in cluster.running():
         port = cluster.process(i).metrics_port
-        for p in range(PARTITIONS):
+        for p in range(partitions):
             request = urllib.request.Request(f"http://127.0.0.1:{port}/admin/snapshot?topic={TOPIC}&partition={p}",
                                              method="POST", data=b"")
             urllib.request.urlopen(request, timeout=30).read()
@@ -91,33 +91,34 @@ def _log_starts(cluster, node: int) -> dict[int, int]:
             if name == "kraftd_log_start_offset" and dict(labels).get("topic") == TOPIC}
 
 
-def measure(keys: int, value_bytes: int, log) -> dict:
+def measure(keys: int, value_bytes: int, log, *, partitions: int = PARTITIONS, after=None) -> dict:
+    """`after(cluster, res)`: called once node 3 has caught up, before the cluster stops."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from bench.cluster import wait_agreed, wait_brokers
     from tests.support.cluster import KraftdCluster
 
-    res: dict = dict(name=NAME, keys=keys, value_bytes=value_bytes, partitions=PARTITIONS)
+    res: dict = dict(name=NAME, keys=keys, value_bytes=value_bytes, partitions=partitions)
     tmp = Path(tempfile.mkdtemp(prefix="kraftd-bench-rejoin-"))
     cluster = KraftdCluster(tmp, nodes=3, env=ENV)
     try:
         cluster.start_all()
         wait_brokers(cluster)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"cleanup.policy": "snapshot"})])[TOPIC].result(60)
-        wait_agreed(cluster, TOPIC, PARTITIONS, 3, 60)
-        res["load_s"] = _load(cluster.bootstrap(), keys, value_bytes, log)
+        admin.create_topics([NewTopic(TOPIC, partitions, 3, config={"cleanup.policy": "snapshot"})])[TOPIC].result(60)
+        wait_agreed(cluster, TOPIC, partitions, 3, 60)
+        res["load_s"] = _load(cluster.bootstrap(), keys, value_bytes, log, partitions)
         res["state_mb"] = keys * value_bytes / 1e6
         log(f"  loaded {res['state_mb']:,.0f} MB in {res['load_s']:.1f} s")
-        wait_agreed(cluster, TOPIC, PARTITIONS, 3, 300)
-        _snapshot_everywhere(cluster)
+        wait_agreed(cluster, TOPIC, partitions, 3, 300)
+        _snapshot_everywhere(cluster, partitions)
         node3 = tmp / "node3"
-        wait_for("every node's snapshots", lambda: all(len({p.parent for p in _checkpoints(tmp / f"node{i}")}) == PARTITIONS
+        wait_for("every node's snapshots", lambda: all(len({p.parent for p in _checkpoints(tmp / f"node{i}")}) == partitions
                                                     for i in cluster.ids), 600, 0.5)
-        leaders = wait_agreed(cluster, TOPIC, PARTITIONS, 3, 60)
+        leaders = wait_agreed(cluster, TOPIC, partitions, 3, 60)
         others = [i for i in cluster.ids if i != 3]
         wait_for("the leaders' log start past 0", lambda: all(
-            _log_starts(cluster, leaders[p]).get(p, 0) > 0 for p in range(PARTITIONS) if leaders[p] != 3), 120, 0.5)
+            _log_starts(cluster, leaders[p]).get(p, 0) > 0 for p in range(partitions) if leaders[p] != 3), 120, 0.5)
         log(f"  snapshots taken, log starts moved; leaders {leaders}")
         res["leaders_before"] = leaders
 
@@ -137,6 +138,8 @@ def measure(keys: int, value_bytes: int, log) -> dict:
         res["rejoin_log"] = process.log_lines[-300:]
         log(f"  node 3 caught up in {res['catch_up_s']:.1f} s ({res['mb_per_s']:.0f} MB/s)")
         res["others_alive"] = [i for i in others if cluster.process(i).alive()]
+        if after is not None:
+            after(cluster, res)
     finally:
         res["loadavg_end"] = os.getloadavg()
         cluster.close()
