@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .election_state import NO_NODE, ElectionState
 from .catch_up import FollowerCatchUp
+from .election_state import NO_NODE, ElectionState
 from .election_timing import ElectionTiming
 from .progress import ReplicaProgress, caught_up_until  # noqa: F401  (the metadata plane imports it from here)
 from .roles import Candidate, Deleted, Follower, Leader, Prospective, Resigned, Role, Unattached, Voted
