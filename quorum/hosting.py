@@ -144,10 +144,7 @@ class Hosting:
             self._replication.remove_group(partition.key)
             self._changes.dirty.pop(partition.key, None)
             self._snapshots.forget(partition.key)
-            partition.log.close()
-            remove = getattr(partition.log, "remove_files", None)
-            if remove is not None:
-                remove()
+            partition.log.discard()
         log.info("deleted topic %s (%s)", name, topic.topic_id)
 
     # -- the metadata image decides what this node hosts ------------------------------------------

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ..quorum.metadata.names import METADATA_TOPIC
 from ..quorum.node_config import VoterSetMismatch
 from ..storage import TopicCatalog
 from ..storage.data_dir_lock import DataDirLock
+from ..storage.file_log import DELETE_SUFFIX
 from ..storage.forced_recovery import ForcedRecovery, read_forced_recovery, set_aside
 from ..storage.rejoin_marker import rejoin_marked
 
@@ -58,7 +60,30 @@ def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
                         f"{METADATA_TOPIC} here has voters {list(remembered)}, --voters says {list(wanted)}; "
                         "changing the voter set is only possible through `kraftd quorum force-leader` "
                         "on every surviving voter")
+        finish_deletions(data_dir)
         return DataDirStartup(lock, rejoin_marked(data_dir, rejoin=rejoin), read_forced_recovery(data_dir), moved)
     except BaseException:
         lock.release()
         raise
+
+
+def finish_deletions(data_dir: Path) -> list[str]:
+    """A deleted partition's directory is renamed `<topic>-<n>.<id>-delete` before it is removed
+    in the background (FileLog.discard). One left by a crash is removed now, and its topic, if
+    the catalog on disk still lists it (the crash came before the catalog was written), is
+    dropped from the catalog: the deletion had been decided."""
+    doomed = sorted(p for p in data_dir.iterdir() if p.is_dir() and p.name.endswith(DELETE_SUFFIX))
+    if not doomed:
+        return []
+    catalog = TopicCatalog(data_dir)
+    for path in doomed:
+        topic = path.name[:-len(DELETE_SUFFIX)].rpartition(".")[0].rpartition("-")[0]
+        info = catalog.get(topic)
+        if info is not None and not (data_dir / f"{topic}-0").exists():
+            catalog.delete(topic)
+            for index in range(info.partitions):  # (renamed one by one: a crash may come between)
+                shutil.rmtree(data_dir / f"{topic}-{index}", ignore_errors=True)
+            log.warning("finishing the deletion of topic %s, interrupted by a crash", topic)
+        shutil.rmtree(path, ignore_errors=True)
+    catalog.flush()
+    return [p.name for p in doomed]

@@ -13,6 +13,7 @@ from ..quorum.node_config import NodeConfig
 from ..quorum.node_wiring import NodeRuntime, NodeStartup, NodeStorage
 from ..quorum.topic_config import TopicConfig
 from ..storage import FileLog, QuorumStateStore, TopicCatalog
+from ..storage.background_writes import background_writes
 from ..storage.forced_recovery import clear_forced_recovery
 from ..storage.rejoin_marker import clear_rejoin_marker
 from ..storage.snapshots import SnapshotStore
@@ -50,7 +51,7 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None) -> Node:
     node = Node(config, storage, secure_runtime(clock), NodeStartup(
         rejoining=startup.rejoining, forced=startup.forced,
         on_rejoin_complete=lambda: clear_rejoin_marker(data_dir),
-        on_forced_done=lambda: clear_forced_recovery(data_dir), on_close=startup.lock.release))
+        on_forced_done=lambda: clear_forced_recovery(data_dir), on_close=lambda: _closed(startup)))
     try:
         node.start(now_ms)
         node.settle_startup(now_ms)
@@ -58,6 +59,14 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None) -> Node:
         startup.lock.release()
         raise
     return node
+
+
+def _closed(startup) -> None:
+    """After the node closed: what storage still had queued is written, then the data dir is free."""
+    try:
+        background_writes().barrier()
+    finally:
+        startup.lock.release()
 
 
 def open_file_node(settings_values: dict, now_ms: int) -> Node:

@@ -23,7 +23,9 @@ import json
 import logging
 import os
 import struct
+import shutil
 import threading
+import uuid
 import weakref
 import zlib
 
@@ -31,6 +33,7 @@ from ..protocol.errors import CorruptRecordError
 from ..protocol.records import decode_records
 
 from .atomic_file import atomic_write, fsync_dir
+from .background_writes import background_writes
 from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
@@ -42,6 +45,7 @@ __all__ = ["FileLog"]
 logger = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
+DELETE_SUFFIX = "-delete"  # a deleted partition's directory, until it is removed
 RECOVERY_POINT_FILE = "recovery-point"
 EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 PRODUCER_SNAPSHOT_FILE = "producer-state.json"
@@ -71,6 +75,7 @@ class FileLog(PartitionLog):
         self._dirty: dict[int, LogSegment] = {}
         self._dir_dirty = False
         self._new_dir = False
+        self._discarded = False  # deleted (discard()): queued writes for it are skipped
         self._generation = 0  # bumped by truncation: a flush snapshot from before is stale
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -187,6 +192,9 @@ class FileLog(PartitionLog):
         with self._lock:
             plan = self._take_dirty()
         try:
+            # What was decided before this flush (a catalog entry, a log start) is durable
+            # before the data it covers is called durable (storage/background_writes.py).
+            background_writes().barrier()
             # Epochs first: once data is durable, the checkpoint must know its epochs.
             self.epoch_cache.write_checkpoint()
             for seg in plan.segments:
@@ -202,9 +210,10 @@ class FileLog(PartitionLog):
         return self.end_flush(plan)
 
     def begin_flush(self) -> "FlushPlan | None":
-        """Only segment fsyncs (no directory to sync, no epoch checkpoint to write)."""
+        """Only segment fsyncs (no directory to sync, no epoch checkpoint to write, no background
+        write to wait for)."""
         with self._lock:
-            if self._dir_dirty or self.epoch_cache.checkpoint_pending:
+            if self._dir_dirty or self.epoch_cache.checkpoint_pending or background_writes().pending:
                 return None
             return self._take_dirty()
 
@@ -353,8 +362,15 @@ class FileLog(PartitionLog):
             self._dirty = {k: v for k, v in self._dirty.items() if v in self._segments}
 
     def _persist_log_start(self, offset: int) -> None:
-        atomic_write(os.path.join(self.dir, LOG_START_FILE), f"{offset}\n".encode())
+        """Durable in the background (a crash before it only keeps older records readable:
+        recovery takes the larger of the file and the first segment), and before the next flush."""
         self._log_start = offset
+        background_writes().submit(lambda: self._write_log_start(offset))
+
+    def _write_log_start(self, offset: int) -> None:
+        if self._discarded:
+            return  # the partition was deleted meanwhile: its directory is gone or going
+        atomic_write(os.path.join(self.dir, LOG_START_FILE), f"{offset}\n".encode())
 
     # -- timestamps -----------------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
@@ -388,14 +404,24 @@ class FileLog(PartitionLog):
         return max(h.base_offset, self._log_start), h.max_timestamp, h.partition_leader_epoch
 
     # -- open / close -----------------------------------------------------------------------------
-    def remove_files(self) -> None:
-        """The partition is deleted: remove its directory (after close())."""
-        import shutil
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def discard(self) -> None:
+        """The partition is deleted: close every descriptor without writing anything, rename the
+        directory to `<dir>.<id>-delete` (one rename on the loop) and remove it in the background
+        after the catalog change queued before it. A leftover `-delete` directory is removed at
+        startup (server/data_dir_startup.py)."""
+        self._discarded = True
+        self.abandon()
+        doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        try:
+            os.rename(self.dir, doomed)
+        except FileNotFoundError:
+            return
+        background_writes().submit(lambda: shutil.rmtree(doomed, ignore_errors=True))
 
     def close(self) -> None:
         """Flush, persist indexes and producer state, mark the shutdown clean."""
         if not self._segments:
+            background_writes().barrier()  # (a log closed before: what was queued for it is written)
             return
         self.flush()
         active = self._segments[-1]

@@ -232,3 +232,7 @@ class PartitionLog(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    def discard(self) -> None:
+        """The partition is deleted: let go of it (a file log also removes its files)."""
+        self.close()

@@ -1,4 +1,9 @@
-"""Topics (id, partition count, configs) and the cluster id, persisted as atomic JSON files."""
+"""Topics (id, partition count, configs) and the cluster id, persisted as atomic JSON files.
+
+A change is made in memory at once and written in the background (storage/background_writes.py):
+a log's next flush waits for it, so no data is acknowledged as durable in a topic the catalog on
+disk does not have yet. Writes queued while one waits coalesce into one.
+"""
 from __future__ import annotations
 
 import base64
@@ -7,7 +12,10 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
+import threading
+
 from .atomic_file import atomic_write
+from .background_writes import background_writes
 
 __all__ = ["TopicInfo", "TopicCatalog", "TopicExistsError", "CATALOG_FILE", "META_FILE"]
 
@@ -34,6 +42,8 @@ class TopicCatalog:
         os.makedirs(self.data_dir, exist_ok=True)
         self._path = os.path.join(self.data_dir, CATALOG_FILE)
         self._topics: dict[str, TopicInfo] = {}
+        self._save_lock = threading.Lock()
+        self._latest: tuple[dict, int] | None = None  # what the queued write will write
         # In a cluster: the metadata offset the hosted topics were last reconciled with.
         self.metadata_offset = 0
         if os.path.exists(self._path):
@@ -123,14 +133,28 @@ class TopicCatalog:
         atomic_write(path, "".join(f"{k}={v}\n" for k, v in props.items()).encode())
         return cid
 
+    def flush(self) -> None:
+        """Until every change made so far is on disk."""
+        background_writes().barrier()
+
     def _save(self) -> None:
+        with self._save_lock:
+            queued = self._latest is not None
+            self._latest = (dict(self._topics), self.metadata_offset)  # a shallow copy: infos are frozen
+        if not queued:
+            background_writes().submit(self._write_latest)
+
+    def _write_latest(self) -> None:
+        with self._save_lock:
+            topics, metadata_offset = self._latest
+            self._latest = None
         doc = {
             "version": 1,
-            **({"metadata_offset": self.metadata_offset} if self.metadata_offset else {}),
+            **({"metadata_offset": metadata_offset} if metadata_offset else {}),
             "topics": {
                 t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs,
                          **({"assignments": [list(a) for a in t.assignments]} if t.assignments else {})}
-                for t in self._topics.values()
+                for t in topics.values()
             },
         }
         atomic_write(self._path, json.dumps(doc, sort_keys=True, indent=1).encode())

@@ -26,6 +26,7 @@ def _node_dir(path, node_id: int = 1):
     catalog.create("__cluster_metadata", 1, {"cleanup.policy": "snapshot"}, topic_id=uuid.UUID(int=1),
                    assignments=[[1, 2, 3]])
     catalog.create("events", 2, {}, assignments=[[1, 2, 3], [2, 3, 4]])
+    catalog.flush()
     FileElectionStore(path / "quorum-state").write({("__cluster_metadata", 0): ElectionState(7, 2, 2),
                                                     ("events", 0): ElectionState(4, 3, 3)})
     return path
@@ -90,3 +91,20 @@ def test_a_lost_voter_sets_its_data_aside_and_any_other_voter_change_is_refused(
     with pytest.raises(VoterSetMismatch, match="force-leader"):
         prepare_data_dir(NodeConfig(node_id=1, data_dir=str(kept), voters={1: SPEC[1]}), now_ms=0)
     assert (kept / "topics.json").exists() and not any(p.name.startswith("discarded-") for p in kept.iterdir())
+
+
+def test_a_deletion_interrupted_by_a_crash_is_finished_at_startup(tmp_path):
+    from kraftd.server.data_dir_startup import finish_deletions
+    from kraftd.storage import TopicCatalog
+
+    catalog = TopicCatalog(tmp_path)
+    catalog.create("gone", 2)
+    catalog.create("kept", 1)
+    catalog.flush()
+    (tmp_path / "gone-0.0123abcd-delete").mkdir()  # renamed by FileLog.discard, then the crash
+    (tmp_path / "gone-1").mkdir()
+    (tmp_path / "kept-0").mkdir()
+
+    assert finish_deletions(tmp_path) == ["gone-0.0123abcd-delete"]
+    assert [t.name for t in TopicCatalog(tmp_path).all()] == ["kept"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["kept-0"]

@@ -127,6 +127,7 @@ def _force(data_dir: Path, new_voters: tuple, node_id: int | None, bump: int) ->
                     if hw is not None and end > hw and len(after) > 1 else ""))
         if shrunk != tuple(assignments) and info.assignments:
             catalog.set_assignments(info.name, shrunk)
+    catalog.flush()
     store.write(changed)
     write_forced_recovery(data_dir, ForcedRecovery(new_voters, lost, top_epoch))
     _say(f"done: start every node with --voters {','.join(map(str, new_voters))} (the same SPEC)")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kraftd.protocol import planted
 from kraftd.quorum.raft.config import BugSwitches
 from kraftd.quorum.raft.group import SafetyViolation
+from kraftd.storage.background_writes import background_writes
 
 from .cluster import Simulation
 from .faults import DISK_LOSSES_MAX, FaultRates
@@ -60,6 +61,9 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     if crash_after_vote is not None:
         import dataclasses
         rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
+    # Storage's background writes run at once: what a crash leaves must not depend on a thread.
+    writes = background_writes()
+    inline_before, writes.inline = writes.inline, True
     sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
     planted.drop_diverging_epoch = bool(bugs and bugs.codec_drops_diverging_epoch)
     storage_level = _STORAGE_LOG.level
@@ -120,6 +124,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     finally:
         planted.drop_diverging_epoch = False
         _STORAGE_LOG.setLevel(storage_level)
+        writes.inline = inline_before
         sim.discard()
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)

@@ -60,6 +60,10 @@ class MemoryStateFile:
     def write(self, state) -> None:
         self.state = dict(state)
 
+    def write_later(self, state):
+        self.write(state)  # (durable at once: a crash in the simulation keeps it)
+        return lambda: True
+
 
 class CountingLog(MemoryLog):
     """A MemoryLog that counts the truncations of a divergent suffix (a coverage figure)."""

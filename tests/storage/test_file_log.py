@@ -6,6 +6,7 @@ import pytest
 
 from kraftd.protocol.records import iter_batch_headers
 from kraftd.storage import FileLog
+from kraftd.storage.background_writes import background_writes
 from storage_helpers import batch
 
 
@@ -227,9 +228,51 @@ def test_log_start_offset_persists(tmp_path):
     for _ in range(10):
         log.append_as_leader(batch(1), 1, now_ms=0)
     log.advance_log_start(7)
+    log.flush()  # the log start is durable before the flush returns (written in the background)
     del log
     log = open_log(tmp_path / "p")
     assert log.log_start_offset == 7 and offsets(log) == [7, 8, 9]
+
+
+def test_a_crash_before_the_log_start_is_written_keeps_the_records_readable(tmp_path):
+    # As Kafka's periodic log-start checkpoint: a crash may move the log start back, never past
+    # records that are gone (recovery takes the first segment's base if it is larger).
+    writes = background_writes()
+    log = open_log(tmp_path / "p", segment_bytes=200)
+    for _ in range(10):
+        log.append_as_leader(batch(1), 1, now_ms=0)
+    log.flush()
+    inline, writes.inline = writes.inline, False
+    started = threading.Event()
+    release = threading.Event()
+    writes.submit(lambda: (started.set(), release.wait(10)))  # holds the queue
+    try:
+        started.wait(10)
+        log.advance_log_start(7)
+        first_base = log._bases[0]
+        reopened = open_log(tmp_path / "p", segment_bytes=200)  # the crash: the write has not run
+        assert reopened.log_start_offset == max(first_base, 0) and first_base <= 7
+        assert offsets(reopened)[-1] == 9
+    finally:
+        release.set()
+        writes.barrier()
+        writes.inline = inline
+
+
+def test_a_log_start_move_is_written_off_the_calling_thread(tmp_path, monkeypatch):
+    from kraftd.storage import file_log
+
+    writers = []
+    real = file_log.atomic_write
+    monkeypatch.setattr(file_log, "atomic_write", lambda *a: (writers.append(threading.current_thread().name),
+                                                              real(*a)))
+    log = open_log(tmp_path / "p")
+    for _ in range(10):
+        log.append_as_leader(batch(1), 1, now_ms=0)
+    log.advance_log_start(7)
+    background_writes().barrier()
+    assert (tmp_path / "p" / file_log.LOG_START_FILE).read_text() == "7\n"
+    assert writers and threading.current_thread().name not in writers
 
 
 def test_flush_from_another_thread_while_appending(tmp_path):
