@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..storage.log_base import PartitionLog
+from .fetch_sessions.journal import ChangeJournal
 from .topic_config import TopicConfig
+
+if TYPE_CHECKING:  # (annotations only: both modules hold partitions)
+    from .raft.group import RaftGroup
+    from .snapshots.partition_snapshots import PartitionSnapshots
 
 PartitionKey = tuple[str, int]
 
@@ -17,18 +24,18 @@ class Partition:
     topic: str
     index: int
     topic_id: uuid.UUID
-    log: object  # a kraftd.storage PartitionLog
+    log: PartitionLog
     config: TopicConfig
     high_watermark: int = 0
     # KIP-630 state and snapshots, for cleanup.policy=snapshot topics only.
-    snapshots: object = None
+    snapshots: PartitionSnapshots | None = None
     # KIP-227: changes go to the node's ChangeJournal under this key, for fetch sessions.
-    journal: object = None
+    journal: ChangeJournal | None = None
     session_key: int = 0
-    # The partition's Raft group (quorum.raft.group.RaftGroup): epoch, leader, role.
-    raft: object = None
+    # The partition's Raft group: epoch, leader, role (set right after the partition is made).
+    raft: RaftGroup | None = None
     # Its replicas as assigned, the preferred leader first (a cluster's placement).
-    replicas: tuple = ()
+    replicas: tuple[int, ...] = ()
     # A follower's view of the leader's log start (the latest Fetch answer that named it): a
     # snapshot-policy follower may reach it only once it has a snapshot of its own there.
     leader_log_start: int = 0

@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+from typing import NamedTuple, Protocol
+
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import FetchResponse
 
@@ -64,9 +66,7 @@ class FullContext(SessionlessContext):
         if session is None:
             return build(self.fetches, results, 0)
         for fetch in self.fetches:
-            fetch.slot = session.upsert(fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition,
-                                        fetch.fetch_offset, fetch.max_bytes, fetch.fetcher_log_start_offset,
-                                        fetch.current_leader_epoch, fetch.last_fetched_epoch)
+            fetch.slot = session.upsert(fetch)
         # Only once every partition has its place: those that returned records go to the end.
         for fetch, data in zip(self.fetches, results):
             session.record_sent(fetch.slot, data)
@@ -136,19 +136,33 @@ class ErrorContext:
         return FetchResponse(throttle_time_ms=0, error_code=self.error, session_id=0, responses=[])
 
 
-def new_context(cache: FetchSessionCache, topics, request, version: int, principal, privileged: bool,
-                now_ms: int, resolve_requested, resolve_slot):
-    """Pick the context for this request, applying its changes to the session first.
+class Fetcher(NamedTuple):
+    """Who fetches: sessions are bound to `principal` (client id, host); `privileged` is an
+    authenticated node's follower fetch (its session reads every partition, as Kafka's)."""
+    principal: tuple
+    privileged: bool
 
-    resolve_requested(request) -> PartitionFetch list for the partitions named in the request;
-    resolve_slot(session, slot) -> the PartitionFetch for a cached partition.
-    """
+
+class PartitionResolver(Protocol):
+    """The handler's view of our topics: request partitions and cached slots as fetches."""
+
+    def requested(self, request) -> list: ...
+
+    def cached(self, session: FetchSession, slot: int): ...
+
+    def forgotten(self, request): ...
+
+
+def new_context(cache: FetchSessionCache, request, version: int, fetcher: Fetcher, now_ms: int,
+                partitions: PartitionResolver):
+    """Pick the context for this request, applying its changes to the session first."""
+    principal, privileged = fetcher
     session_id, epoch = request.session_id, request.session_epoch
     uses_topic_ids = version >= 13
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
         if session_id != 0:
             cache.close(session_id, principal)
-        fetches = resolve_requested(request)
+        fetches = partitions.requested(request)
         if epoch == FINAL_EPOCH:
             return SessionlessContext(fetches)
         return FullContext(fetches, cache, privileged=privileged, principal=principal,
@@ -162,11 +176,9 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
     if session.uses_topic_ids != uses_topic_ids:
         return ErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
     cache.touch(session, now_ms)
-    for fetch in resolve_requested(request):
-        session.upsert(fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition,
-                       fetch.fetch_offset, fetch.max_bytes, fetch.fetcher_log_start_offset,
-                       fetch.current_leader_epoch, fetch.last_fetched_epoch)
-    for key in forgotten_keys(request, version, topics):
+    for fetch in partitions.requested(request):
+        session.upsert(fetch)
+    for key in partitions.forgotten(request):
         session.remove(key)
     if cache.too_big(len(session), session.privileged):
         # Grown past max_incremental_fetch_session_partitions: the session ends, and the client
@@ -178,7 +190,7 @@ def new_context(cache: FetchSessionCache, topics, request, version: int, princip
         cache.close(session.id, principal)
         return SessionlessContext([])
     session.epoch = next_epoch(epoch)
-    return IncrementalContext(session, resolve_slot, cache.journal)
+    return IncrementalContext(session, partitions.cached, cache.journal)
 
 
 def forgotten_keys(request, version: int, topics):

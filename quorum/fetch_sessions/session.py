@@ -11,6 +11,7 @@ error.
 from __future__ import annotations
 
 from array import array
+from typing import Any, NamedTuple, Protocol
 
 NO_OFFSET = -1
 MAX_EPOCH = 0x7FFFFFFF
@@ -19,6 +20,31 @@ MAX_EPOCH = 0x7FFFFFFF
 def next_epoch(epoch: int) -> int:
     """Session epochs run 1, 2, … MAX_INT, then 1 again."""
     return 1 if epoch >= MAX_EPOCH else epoch + 1
+
+
+
+class AskedFetch(NamedTuple):
+    """One partition as a fetcher asked for it: named in the request, or cached in its session."""
+    topic_key: Any                # the name (< v13) or id (v13+) the fetcher uses
+    partition_index: int
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    max_bytes: int
+    fetcher_log_start_offset: int
+    partition: Any = None         # quorum.partition.Partition, once resolved
+
+class FetchedPartition(Protocol):
+    """What a fetch request says of one partition (handlers/fetch_read.py's PartitionFetch)."""
+    session_key: Any
+    topic_key: Any
+    partition_index: int
+    partition: Any
+    fetch_offset: int
+    max_bytes: int
+    fetcher_log_start_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
 
 
 class FetchSession:
@@ -64,9 +90,9 @@ class FetchSession:
         return key in self._slot_of
 
     # -- membership ---------------------------------------------------------------------------
-    def upsert(self, key, topic, index: int, partition, fetch_offset: int, max_bytes: int,
-               fetcher_log_start: int, current_leader_epoch: int, last_fetched_epoch: int) -> int:
+    def upsert(self, fetch: FetchedPartition) -> int:
         """Add a partition or update what the fetcher told us about it; it becomes active."""
+        key, topic, index, partition = fetch.session_key, fetch.topic_key, fetch.partition_index, fetch.partition
         slot = self._slot_of.get(key)
         if slot is None and partition is not None:
             slot = self._slot_of.get((topic, index))
@@ -74,11 +100,11 @@ class FetchSession:
                 self.attach(slot, key, partition)
         if slot is None:
             slot = self._allocate(key, topic, index, partition)
-        self._max_bytes[slot] = max_bytes
-        self._fetch_offset[slot] = fetch_offset
-        self._fetcher_log_start[slot] = fetcher_log_start
-        self._current_leader_epoch[slot] = current_leader_epoch
-        self._last_fetched_epoch[slot] = last_fetched_epoch
+        self._max_bytes[slot] = fetch.max_bytes
+        self._fetch_offset[slot] = fetch.fetch_offset
+        self._fetcher_log_start[slot] = fetch.fetcher_log_start_offset
+        self._current_leader_epoch[slot] = fetch.current_leader_epoch
+        self._last_fetched_epoch[slot] = fetch.last_fetched_epoch
         self._active.add(slot)
         return slot
 
@@ -157,10 +183,10 @@ class FetchSession:
     def partition_at(self, slot: int):
         return self._partition[slot]
 
-    def fetch_state(self, slot: int) -> tuple:
-        return (self._topic[slot], self._index[slot], self._partition[slot], self._fetch_offset[slot],
-                self._current_leader_epoch[slot], self._last_fetched_epoch[slot], self._max_bytes[slot],
-                self._fetcher_log_start[slot])
+    def fetch_state(self, slot: int) -> AskedFetch:
+        return AskedFetch(self._topic[slot], self._index[slot], self._fetch_offset[slot],
+                          self._current_leader_epoch[slot], self._last_fetched_epoch[slot], self._max_bytes[slot],
+                          self._fetcher_log_start[slot], self._partition[slot])
 
     # -- what was answered -----------------------------------------------------------------
     def must_send(self, slot: int, data, stop: bool) -> bool:

@@ -6,7 +6,9 @@ import uuid
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import FetchResponse
 
-from ..fetch_sessions.contexts import ErrorContext, SessionlessContext, new_context, session_key
+from ..fetch_sessions.contexts import (ErrorContext, Fetcher, SessionlessContext, forgotten_keys, new_context,
+                                      session_key)
+from ..fetch_sessions.session import AskedFetch
 from ..node_claims import fetch_replica_id
 from ..outcomes import Park, Respond
 from .fetch_read import FetchLimits, PartitionFetch, read_partitions
@@ -43,26 +45,34 @@ def handle(ctx, header, request, now_ms, peer):
 
 
 def _context(ctx, header, request, version: int, peer, privileged: bool, now_ms: int):
-    topics = ctx.topics
+    partitions = _Resolver(ctx.topics, version)
+    if version < FIRST_SESSION_VERSION:
+        return SessionlessContext(partitions.requested(request))
+    fetcher = Fetcher((header.client_id, peer.host), privileged)
+    return new_context(ctx.fetch_sessions, request, version, fetcher, now_ms, partitions)
 
-    def resolve_requested(req):
-        return resolve(topics, req, version)
 
-    def resolve_slot(session, slot):
-        topic_key, index, partition, offset, current_epoch, last_epoch, max_bytes, log_start = \
-            session.fetch_state(slot)
-        fetch = _partition_fetch(topics, version, topic_key, index, partition, offset, current_epoch, last_epoch,
-                                 max_bytes, log_start)
-        if partition is None and fetch.partition is not None:
+class _Resolver:
+    """Request partitions and session slots as PartitionFetches, against our topics."""
+
+    __slots__ = ("topics", "version")
+
+    def __init__(self, topics, version: int) -> None:
+        self.topics, self.version = topics, version
+
+    def requested(self, request) -> list[PartitionFetch]:
+        return resolve(self.topics, request, self.version)
+
+    def cached(self, session, slot: int) -> PartitionFetch:
+        asked = session.fetch_state(slot)
+        fetch = _partition_fetch(self.topics, self.version, asked)
+        if asked.partition is None and fetch.partition is not None:
             session.attach(slot, fetch.session_key, fetch.partition)  # its topic was created since
         fetch.slot = slot
         return fetch
 
-    if version < FIRST_SESSION_VERSION:
-        return SessionlessContext(resolve_requested(request))
-    principal = (header.client_id, peer.host)
-    return new_context(ctx.fetch_sessions, topics, request, version, principal, privileged, now_ms,
-                       resolve_requested, resolve_slot)
+    def forgotten(self, request):
+        return forgotten_keys(request, self.version, self.topics)
 
 
 def resolve(topics, request, version: int) -> list[PartitionFetch]:
@@ -70,14 +80,14 @@ def resolve(topics, request, version: int) -> list[PartitionFetch]:
     for wanted in request.topics:
         topic_key = wanted.topic_id if version >= 13 else wanted.topic
         for p in wanted.partitions:
-            fetches.append(_partition_fetch(
-                topics, version, topic_key, p.partition, None, p.fetch_offset, p.current_leader_epoch,
-                p.last_fetched_epoch, p.partition_max_bytes, p.log_start_offset))
+            fetches.append(_partition_fetch(topics, version, AskedFetch(
+                topic_key, p.partition, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch,
+                p.partition_max_bytes, p.log_start_offset)))
     return fetches
 
 
-def _partition_fetch(topics, version, topic_key, index, partition, fetch_offset, current_leader_epoch,
-                     last_fetched_epoch, max_bytes, log_start) -> PartitionFetch:
+def _partition_fetch(topics, version: int, asked: AskedFetch) -> PartitionFetch:
+    topic_key, index, partition = asked.topic_key, asked.partition_index, asked.partition
     topic = topics.get_by_id(topic_key) if version >= 13 else topics.get(topic_key)
     if partition is None and topic is not None and 0 <= index < len(topic.partitions):
         partition = topic.partitions[index]
@@ -90,9 +100,10 @@ def _partition_fetch(topics, version, topic_key, index, partition, fetch_offset,
     return PartitionFetch(
         topic=topic.name if topic else (topic_key if version < 13 else ""),
         topic_id=topic.topic_id if topic else (topic_key if version >= 13 else _ZERO_UUID),
-        partition_index=index, partition=partition, fetch_offset=fetch_offset,
-        current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch, max_bytes=max_bytes,
-        fetcher_log_start_offset=log_start, resolve_error=error, topic_key=topic_key,
+        partition_index=index, partition=partition, fetch_offset=asked.fetch_offset,
+        current_leader_epoch=asked.current_leader_epoch, last_fetched_epoch=asked.last_fetched_epoch,
+        max_bytes=asked.max_bytes, fetcher_log_start_offset=asked.fetcher_log_start_offset, resolve_error=error,
+        topic_key=topic_key,
         session_key=session_key(topic, topic_key, index))
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from kraftd.quorum.fetch_sessions import FetchSessionCache
 from kraftd.quorum.node_config import NodeConfig
+from tests.quorum.fetch_helpers import fetched
 
 EVICTION_MS = 120_000
 T0 = 1_000_000
@@ -21,7 +22,7 @@ def new(c: FetchSessionCache, now: int, *, privileged: bool = False, partitions:
                        uses_topic_ids=False, size=partitions)
     if session is not None:
         for i in range(partitions):
-            session.upsert(("t", i), "t", i, None, 0, 1000, -1, -1, -1)
+            session.upsert(fetched(("t", i), "t", i))
     return session
 
 

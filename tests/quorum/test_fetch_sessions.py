@@ -8,6 +8,7 @@ from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from kraftd.quorum.fetch_sessions import FetchSession
 from kraftd.quorum.fetch_sessions.session import MAX_EPOCH
+from tests.quorum.fetch_helpers import fetched
 
 from .node_context import FetchClient, NodeTestContext, Park, batch_of, values_in
 
@@ -243,7 +244,7 @@ def test_a_diverging_epoch_is_sent_until_the_fetcher_moves(tmp_path):
 
 def test_must_send_reports_a_snapshot_id_or_diverging_epoch_even_without_the_stop_flag():
     session = FetchSession(1, privileged=True, principal=None, uses_topic_ids=False, now_ms=0)
-    slot = session.upsert(("t", 0), "t", 0, None, 5, 1000, -1, -1, -1)
+    slot = session.upsert(fetched(("t", 0), "t", 0, fetch_offset=5))
     data = m.FetchResponse.PartitionData(partition_index=0, high_watermark=5, last_stable_offset=5,
                                          log_start_offset=0, records=b"")
     session.record_sent(slot, data)
