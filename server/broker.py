@@ -1,7 +1,11 @@
 """Drives the sans-IO Node from the event loop: dispatch, parked requests, timers, group commit.
 
-Everything here runs on the loop thread except what the LogFlusher runs in its fsync pool:
-`log.flush()` (the storage contract allows flush() concurrently with appends on the loop).
+What to persist, send, answer, flush and run next is decided by the shell's step
+(shell_step.py, shared with the simulation); this module carries it out: election states on
+their own thread, flushes through the LogFlusher, snapshot jobs through the SnapshotJobRunner,
+the poll timer on the loop. Everything here runs on the loop thread except what those run in
+their pools: `log.flush()` (the storage contract allows flush() concurrently with appends on
+the loop), `node.write_election_states()`, `job.run()`.
 """
 from __future__ import annotations
 
@@ -23,13 +27,13 @@ from .metrics import ServerMetrics
 from .node_api import NodeApi
 from .node_auth import NodeCredentials
 from .sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslServerSession
+from .shell_step import Failure, ShellStep, StepActions
 from .snapshot_jobs import SnapshotJobRunner
 
 log = structlog.get_logger("kraftd.broker")
 
 # Poll the node at least this often even if it reports no deadline (cheap safety net).
 POLL_MAX_INTERVAL_S = 0.1
-PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 
@@ -51,25 +55,23 @@ class Broker:
         self.metrics = metrics
         self._codec = codec
         self._fsync_policy = fsync_policy
-        self._flush_interval_s = flush_interval_ms / 1000
+        self.step = ShellStep(node, fsync_policy=fsync_policy, flush_interval_ms=flush_interval_ms,
+                              contain=lambda what: log.exception(what))
         self._parked: dict[int, tuple[ResponseSlot, Any]] = {}
         self.connections: set[KafkaConnection] = set()
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
-        self._flush_wakeup = asyncio.Event()
         self._flush_task: asyncio.Task | None = None
         self.flusher = LogFlusher(inline_max_bytes=fsync_inline_max_bytes, aio=aio, counter=metrics.log_flushes)
         # Election states (a vote, a new epoch) never queue behind log flushes: an election
         # waits for this write before any of its requests or answers leave.
         self._election_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-elections")
-        self.snapshots = SnapshotJobRunner(node, metrics)
-        self._batch_parked = False
+        self.snapshots = SnapshotJobRunner(node, metrics, on_done=self._snapshot_done, on_requested=self.kick)
         self._stopping = False
         self.fatal: BaseException | None = None  # set when the broker cannot go on (fsync failed)
-        self.peers = None                 # server.peers.PeerLinks in a cluster
+        self._peers = None
         self._persist_task: asyncio.Task | None = None
-        self._outbox_closed = False  # set by stop(): the node keeps its outbox for close()
         self._kicked = False
         self.on_fatal = lambda: None
         self._api_names: dict[int, str] = {}
@@ -80,37 +82,51 @@ class Broker:
         self._auth_failure_log = LogThrottle()
 
     # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def peers(self):
+        """server.peers.PeerLinks in a cluster, else None."""
+        return self._peers
+
+    @peers.setter
+    def peers(self, links) -> None:
+        self._peers = links
+        self.step.clustered = links is not None
+
     def start(self) -> None:
-        self._arm_timer()
-        if self._fsync_policy != "never":
-            self._flush_task = asyncio.create_task(self._flush_loop(), name="kraftd-flusher")
+        self._run(self.step.on_timer(now_ms()))
 
     @property
     def parked_count(self) -> int:
         return len(self._parked)
 
     async def stop(self) -> None:
-        """Stop timers and the background flusher, then fsync what is left."""
+        """Stop the timer, fsync what is left, then leave the outbox to the node."""
+        self._stopping = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._flush_task is not None:
-            # Not cancel(): a flush running in a thread would race the final one below.
-            self._stopping = True
-            self._flush_wakeup.set()
-            await self._flush_task
-            self._flush_task = None
+        # Not cancelled: a flush running in a thread would race the final one below.
+        await self._idle()
         if self._fsync_policy != "never" and self.fatal is None:
             await self.flush_logs()
         await self.snapshots.stop()
         # From here on the node's outbox stays with the node: peers may still answer (or fail)
         # and kick us, but a persist can no longer be scheduled on the pools; Node.close()
         # writes whatever election state is still pending, synchronously.
-        self._outbox_closed = True
-        if self._persist_task is not None:
-            await asyncio.shield(self._persist_task)
+        self.step.stop()
+        await self._idle()
         self.flusher.close()
         self._election_pool.shutdown(wait=False)
+
+    def _running(self) -> list[asyncio.Task]:
+        return [t for t in (self._persist_task, self._flush_task) if t is not None and not t.done()]
+
+    async def _idle(self) -> None:
+        """Until the persist and the flush running now have finished (their completions may
+        start the next ones)."""
+        running = self._running()
+        if running:
+            await asyncio.wait(running)  # (never cancels them)
 
     # -- Dispatcher interface (called by KafkaConnection) ----------------------------------
     def connection_made(self, conn: KafkaConnection) -> bool:
@@ -182,9 +198,6 @@ class Broker:
             slot = ResponseSlot(conn, api)
             self._parked[outcome.token] = (slot, header)
             conn.parked.add(outcome.token)
-            self._batch_parked = True
-            if key == PRODUCE_KEY:  # waiting for durability: fsync now, not at the next tick
-                self._flush_wakeup.set()
             return slot
         if type(outcome) is NoResponse:
             return None
@@ -192,17 +205,8 @@ class Broker:
 
     def batch_done(self, conn: KafkaConnection) -> None:
         """After a data_received's requests: let the node react (e.g. a produce satisfying a
-        parked fetch), and start a group commit if something is now waiting."""
-        self._deliver(self._poll_node())
-        self.pump()
-        self.snapshots.start_due()
-        if self._parked and self._fsync_policy != "never":
-            # Parked requests wait on the HW, which moves only with fsync: commit now rather
-            # than at the next interval (cheap when nothing is dirty).
-            self._flush_wakeup.set()
-        if self._batch_parked:  # a parked request may have brought the next deadline closer
-            self._batch_parked = False
-            self._arm_timer()
+        parked fetch); parked requests wait on the HW, so the step commits at once."""
+        self._run(self.step.after_requests(now_ms(), waiting=bool(self._parked)))
 
     def _sasl_step(self, conn: KafkaConnection, api: str, header, body) -> ResponseSlot:
         """Connection-level: the node never sees SASL, only who the connection proved to be."""
@@ -272,66 +276,68 @@ class Broker:
             self._api_names[key] = name
         return name
 
-    # -- node timers -----------------------------------------------------------------------
-    def _poll_node(self) -> list:
-        try:
-            return self.node.poll(now_ms())
-        except Exception:
-            log.exception("node.poll failed")
-            return []
-
-    def _arm_timer(self) -> None:
-        """(Re)arm the single poll timer for the node's next deadline (capped)."""
-        delay = POLL_MAX_INTERVAL_S
-        deadline = self.node.next_deadline_ms()
-        if deadline is not None:
-            delay = min(delay, max(0.0, (deadline - now_ms()) / 1000))
-        at = self._loop.time() + delay
-        if self._timer is not None:
-            if self._timer_at <= at:
-                return
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = self._loop.call_at(at, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._deliver(self._poll_node())
-        self.pump()
-        self.snapshots.start_due()
-        self._arm_timer()
-
-    # -- the core's outbox: persist election states, then send -------------------------------
-    def pump(self) -> None:
-        """Take what the core wants done: a persist (off the loop, one at a time; its sends
-        wait for it inside the core), requests to peers, answers to parked quorum requests."""
-        if self._outbox_closed:
-            return
-        out = self.node.take_outbox(now_ms())
-        if out.persist and self._persist_task is None:
-            self._persist_task = self._loop.create_task(self._persist(out.persist))
-        if out.sends:
+    # -- carrying out the step ------------------------------------------------------------
+    def _run(self, actions: StepActions) -> None:
+        """Do what the step decided, in its order: persist (off the loop, one batch at a time;
+        the node holds that step's sends until it is durable), send, answer, start snapshot jobs,
+        flush (in the LogFlusher), re-arm the poll timer."""
+        if actions.fatal is not None:
+            return self._fail(actions.fatal)
+        if actions.persist is not None:
+            self._persist_task = self._loop.create_task(self._persist(actions.persist))
+        if actions.sends:
             if self.peers is not None:
-                self.peers.send(out.sends)
+                self.peers.send(actions.sends)
             else:
-                log.warning("no peers to send to on a single node", count=len(out.sends))
-        self._deliver(out.completions)
+                log.warning("no peers to send to on a single node", count=len(actions.sends))
+        if actions.completions:
+            self._deliver(actions.completions)
+        if actions.snapshot_jobs:
+            self.snapshots.start(actions.snapshot_jobs)
+        if actions.flush is not None:
+            self._flush_task = self._loop.create_task(self._flush(actions.flush))
+        self._arm_timer(actions.wake_at_ms)
+
+    def _fail(self, failure: Failure) -> None:
+        # Kafka halts on a failed log flush: the page cache state is unknown, so acknowledging
+        # anything further could lie about durability. The same for an election state.
+        log.critical(failure.what + "; shutting down", log_key=None if failure.key is None else str(failure.key),
+                     error=repr(failure.error))
+        self.fatal = failure.error
+        self.on_fatal()
 
     async def _persist(self, states) -> None:
         try:
             await self._loop.run_in_executor(self._election_pool, self.node.write_election_states, states)
         except Exception as e:
-            log.critical("persisting the election state failed; shutting down", error=repr(e))
-            self.fatal = e
-            self.on_fatal()
-            return
-        finally:
             self._persist_task = None
-        self.node.on_persisted()
-        self.kick()
+            return self._run(self.step.persist_failed(e))
+        self._persist_task = None
+        self._run(self.step.persisted(now_ms()))
+
+    async def _flush(self, logs) -> None:
+        """The group commit: a flush covers every append made before it started, so requests
+        parked while it runs are covered by the next."""
+        try:
+            results = await self.flusher.flush([lg for _, lg in logs])
+        except Exception as e:  # (the flusher reports each log's error: a bug, durability unknown)
+            results = [e] * len(logs)
+        self._flush_task = None
+        try:
+            self._run(self.step.flushed(now_ms(), [(key, r) for (key, _), r in zip(logs, results)]))
+        except Exception:  # a bug in the core must not silently end durability
+            log.exception("group commit failed")
+            self.kick()
+
+    def _snapshot_done(self, job, error: BaseException | None) -> None:
+        self._run(self.step.snapshot_done(job, now_ms(), error))
+
+    def pump(self) -> None:
+        """Let the node react to what happened and carry out what it wants done now."""
+        self._run(self.step.after_event(now_ms()))
 
     def kick(self) -> None:
-        """Something happened outside a client request (a peer's answer, a persist, a flush):
+        """Something happened outside a client request (a peer's answer, an admin's request):
         let the node react once this loop turn is over."""
         if not self._kicked:
             self._kicked = True
@@ -339,12 +345,7 @@ class Broker:
 
     def _after_event(self) -> None:
         self._kicked = False
-        self._deliver(self._poll_node())
-        self.pump()
-        self.snapshots.start_due()
-        if self._fsync_policy != "never" and self.node.logs_to_flush():
-            self._flush_wakeup.set()  # a follower's appends count once durable: flush now
-        self._arm_timer()
+        self._run(self.step.after_event(now_ms()))
 
     def on_peer_response(self, source: int, correlation_id: int, response) -> None:
         try:
@@ -357,56 +358,41 @@ class Broker:
         self.node.on_unreachable(node_id, now_ms())
         self.kick()
 
-    # -- group commit ----------------------------------------------------------------------
-    async def _flush_loop(self) -> None:
-        """Fsync every flush_interval_ms, or at once when a produce is waiting for durability.
-        A flush covers every append made before it started, so requests parked while one
-        is running are covered by the next: that is the group commit."""
-        while True:
-            try:
-                await asyncio.wait_for(self._flush_wakeup.wait(), self._flush_interval_s)
-            except TimeoutError:
-                pass
-            self._flush_wakeup.clear()
-            try:
-                await self.flush_logs()
-            except Exception:  # a bug in the core must not silently end durability
-                log.exception("group commit failed")
-            if self.fatal is not None or self._stopping:
+    # -- the poll timer --------------------------------------------------------------------
+    def _arm_timer(self, deadline_ms: int | None) -> None:
+        """(Re)arm the single poll timer for the step's next deadline (capped)."""
+        if self._stopping:
+            return
+        delay = POLL_MAX_INTERVAL_S
+        if deadline_ms is not None:
+            delay = min(delay, max(0.0, (deadline_ms - now_ms()) / 1000))
+        at = self._loop.time() + delay
+        if self._timer is not None:
+            if self._timer_at <= at:
                 return
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._on_timer)
 
-    async def persist_election_states(self) -> None:
-        """Raft transitions are durable before they take effect, and before the data of the
-        epochs they start: one write and one fsync per batch, in the fsync pool."""
-        while True:
-            if self._persist_task is not None:
-                await asyncio.shield(self._persist_task)
-            self.pump()
-            if self._persist_task is None:
-                return
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._run(self.step.on_timer(now_ms()))
 
+    # -- shutdown ----------------------------------------------------------------------------
     def drain_parked(self) -> None:
         """Shutdown: parked fetches are answered now instead of at their deadline."""
         self._deliver(self.node.drain(now_ms()))
 
     async def flush_logs(self) -> None:
-        await self.persist_election_states()
-        logs = self.node.logs_to_flush()
-        if not logs:
+        """Make every append so far durable (shutdown: parked acks=-1 produces complete): the
+        election states first, then one flush of every dirty log."""
+        while self.fatal is None:
+            await self._idle()
+            if self._persist_task is not None:
+                continue  # a persist's completion started the next batch
+            if self._flush_task is None:
+                self._run(self.step.after_event(now_ms()))
+                if self._persist_task is not None:
+                    continue
+            await self._idle()  # a flush started once no election state was pending: it covers every append
             return
-        results = await self.flusher.flush([lg for _, lg in logs])
-        completions: list = []
-        for (key, _), result in zip(logs, results):
-            if isinstance(result, BaseException):
-                # Kafka halts on a failed log flush: the page cache state is unknown, so
-                # acknowledging anything further could lie about durability.
-                log.critical("fsync failed; shutting down", log_key=str(key), error=repr(result))
-                self.fatal = result
-                self.on_fatal()
-                return
-            completions.extend(self.node.on_flushed(key, result, now_ms()))
-        self._deliver(completions)
-        self.snapshots.start_due()  # the HW moved: a snapshot may be due
-        if self.peers is not None:
-            self.kick()  # a follower's next fetch waited for this flush
-

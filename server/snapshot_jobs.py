@@ -1,12 +1,14 @@
 """Runs the node's KIP-630 snapshot jobs: `job.run()` writes a file, so it gets a worker thread.
 
-One job at a time on its own thread, so a large snapshot never delays a group commit.
+One job at a time on its own thread, so a large snapshot never delays a group commit. The
+shell's step (shell_step.py) says which jobs are due and hears when one is done.
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import structlog
 
@@ -16,28 +18,25 @@ from .node_api import NodeApi
 log = structlog.get_logger("kraftd.snapshots")
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class SnapshotJobRunner:
-    def __init__(self, node: NodeApi, metrics: ServerMetrics) -> None:
+    """`on_done(job, error)` is called on the loop when a job has finished; `on_requested()`
+    when an admin asked for a snapshot (the step then hands out the job)."""
+
+    def __init__(self, node: NodeApi, metrics: ServerMetrics, *,
+                 on_done: Callable[[object, BaseException | None], None], on_requested: Callable[[], None]) -> None:
         self._node = node
         self._metrics = metrics
+        self._on_done = on_done
+        self._on_requested = on_requested
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-snap")
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
-    def start_due(self) -> None:
-        """Start every job the node says is due (cheap when none is: called after each batch)."""
+    def start(self, jobs: list) -> None:
+        """Run each job (the step's `snapshot_jobs`) on the snapshot thread."""
         if self._stopping:
             return
-        try:
-            due = self._node.snapshots.jobs()
-        except Exception:
-            log.exception("node.snapshots.jobs failed")
-            return
-        for job in due:
+        for job in jobs:
             task = asyncio.create_task(self._run(job), name="kraftd-snapshot")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -55,14 +54,10 @@ class SnapshotJobRunner:
             topic, partition = job.key
             self._metrics.gen_snapshot_latency.labels(str(topic), str(partition)).observe(
                 (time.perf_counter() - started) * 1000.0)
-        try:
-            self._node.on_snapshot_done(job, now_ms(), error)
-        except Exception:
-            log.exception("node.on_snapshot_done failed")
         if error is None:
             log.info("snapshot written", key=str(job.key), snapshot_id=str(job.snapshot_id),
                      seconds=round(time.perf_counter() - started, 3))
-        self.start_due()  # more may have become due meanwhile
+        self._on_done(job, error)  # the step tells the node, and hands out what is due now
 
     def request(self, params: dict) -> tuple[int, dict]:
         """POST /admin/snapshot?topic=T&partition=P (`kraftd snapshot create`)."""
@@ -72,7 +67,7 @@ class SnapshotJobRunner:
         if not self._node.snapshots.request(topic, int(partition)):
             return 404, {"requested": False,
                          "error": f"{topic}-{partition} is not a snapshot-policy partition"}
-        self.start_due()
+        self._on_requested()
         return 202, {"requested": True, "topic": topic, "partition": int(partition)}
 
     async def stop(self) -> None:

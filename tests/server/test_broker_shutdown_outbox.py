@@ -15,6 +15,14 @@ class OutboxNode:
         self.pending = {("t", 0): "voted"}
         self.written: list = []
 
+    snapshots = SimpleNamespace(jobs=lambda: [])
+
+    def poll(self, now_ms):
+        return []
+
+    def next_deadline_ms(self):
+        return None
+
     def take_outbox(self, now_ms):
         states, self.pending = self.pending, {}
         return SimpleNamespace(persist=states, sends=[], completions=[])

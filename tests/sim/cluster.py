@@ -1,5 +1,7 @@
 """The simulated cluster: nodes (the real quorum core on memory disks), a scheduler in virtual
-time, and the glue that plays the shell's part (persist, then send; group commit; timers)."""
+time, and the shell's real step (server/shell_step.py: persist, then send; group commit; timers)
+carried out in virtual time, with persists, flushes and snapshot writes that take time, are lost
+in a crash and may fail."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +20,7 @@ from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
+from kraftd.server.shell_step import ShellStep, StepActions
 
 from .faults import MOMENT_CRASHES_MAX
 from .network import Message, Network, on_the_wire
@@ -34,14 +37,13 @@ class SimNode:
         self.id = node_id
         self.disk = sim.new_disk()
         self.node: Node | None = None
+        self.step: ShellStep | None = None      # the shell's step driving this incarnation
         self.incarnation = 0
         self.parked: dict[int, tuple] = {}      # token -> (source, api_key, version, correlation)
-        self.persisting = False
-        self.flushing = False
         self.wake_at = None
         self.paused_until = 0
         self.led: set = set()  # (group, epoch) leaderships seen (for the new-leader moment)
-        self.view: dict = {}   # group -> (leader?, epoch, HW, LEO) at the end of the last settle
+        self.view: dict = {}   # group -> (leader?, epoch, HW, LEO) at the end of the last step
         # Its own clock: drifts from the simulation's (FaultRates.clock_drift), never goes back.
         drift = sim.rates.clock_drift
         self.clock_rate = 1.0 + (sim.rng.uniform(-drift, drift) if drift else 0.0)
@@ -78,8 +80,9 @@ class SimNode:
         # they vote, across restarts too.
         startup = NodeStartup(rejoining=rejoining or self.disk.lost, on_rejoin_complete=self._rejoined)
         self.node = Node(config, self.disk.storage(), runtime, startup)
+        self.step = ShellStep(self.node, fsync_policy=config.fsync_policy, flush_interval_ms=config.flush_interval_ms)
+        self.step.clustered = True
         self.parked.clear()
-        self.persisting = self.flushing = False
         self.paused_until = 0
         self.view = {}
         hooks = self.node.group_hooks
@@ -115,11 +118,11 @@ class SimNode:
             self.sim.coverage["rejoins completed"] += 1
 
     def crash(self) -> None:
-        self.node = None
+        self.node = self.step = None
         self.disk.crash()
 
     def lose_disk(self) -> None:
-        self.node = None
+        self.node = self.step = None
         self.sim.old_disks.append(self.disk)
         self.disk = self.sim.new_disk()
         self.disk.lost = True
@@ -223,38 +226,36 @@ class Simulation:
     def boot_all(self) -> None:
         for sn in self.nodes.values():
             sn.boot()
-            self.settle(sn)
+            self.carry_out(sn, sn.step.on_timer(sn.clock()))
 
-    def settle(self, sn: SimNode) -> None:
-        """After anything happened on a node: deliver what it produced, persist, flush, re-arm."""
-        node = sn.node
-        if node is None:
-            return
-        before = sn.view if self.moments else None  # as the last settle left it
-        self._answer(sn, node.poll(sn.clock()))
-        out = node.take_outbox(sn.clock())
+    def carry_out(self, sn: SimNode, actions: StepActions) -> None:
+        """Do what the shell's step decided, in its order (server/shell_step.py), as the server
+        does, but in virtual time: a persist, a flush or a snapshot write completes fsync_ms
+        later (or never: a crash loses it), and a node may crash at a protocol moment between
+        two actions."""
+        if actions.fatal is not None:  # a failed fsync: the server stops at once
+            return self._on_crash(sn.id, False, logged=True)
+        before = sn.view if self.moments else None  # as the last step left it
         if before is not None and self._new_leadership(sn) and self._moment("new-leader"):
             return self._crash_at_moment(sn, "new-leader")  # before its first sends leave
-        if out.persist and not sn.persisting:
-            sn.persisting = True
-            self.at(self.now + self.rates.fsync_ms, "persisted", sn.id, sn.incarnation, out.persist)
+        if actions.persist is not None:
+            self.at(self.now + self.rates.fsync_ms, "persisted", sn.id, sn.incarnation, actions.persist)
             if self._moment("persist-pending"):
                 return self._crash_at_moment(sn, "persist-pending")
-        for send in out.sends:
+        for send in actions.sends:
             self.send(Message(sn.id, send.destination, True, send.api_key, send.api_version, send.correlation_id,
                               send.request, sn.incarnation))
-        self._answer(sn, out.completions)
+        self._answer(sn, actions.completions)
         if before is not None:
             moment = self._moment_after(sn, before)
             if moment is not None:
                 return self._crash_at_moment(sn, moment)
             sn.view = self._moment_view(sn)
-        for job in node.snapshots.jobs():
+        for job in actions.snapshot_jobs:
             self.at(self.now + self.rates.fsync_ms, "snapshot", sn.id, sn.incarnation, job)
-        if not sn.flushing and node.logs_to_flush():
-            sn.flushing = True
-            self.at(self.now + self.rates.fsync_ms, "flush", sn.id, sn.incarnation)
-        deadline = node.next_deadline_ms()
+        if actions.flush is not None:
+            self.at(self.now + self.rates.fsync_ms, "flush", sn.id, sn.incarnation, actions.flush)
+        deadline = actions.wake_at_ms
         if deadline is not None:
             deadline = max(sn.sim_time(deadline), self.now + 1)
             if sn.wake_at is None or deadline < sn.wake_at or sn.wake_at <= self.now:
@@ -369,11 +370,13 @@ class Simulation:
                                             message.correlation_id, message.body, message.incarnation)
             else:
                 assert isinstance(outcome, NoResponse)
-        elif message.incarnation == sn.incarnation:  # (a connection does not outlive a restart)
+            self.carry_out(sn, sn.step.after_requests(sn.clock(), waiting=bool(sn.parked)))
+            return
+        if message.incarnation == sn.incarnation:  # (a connection does not outlive a restart)
             if message.sent_ms is not None and self.now - message.sent_ms > self.request_timeout_ms:
                 self.coverage["late answers"] += 1
             sn.node.on_response(message.source, message.correlation_id, message.body, sn.clock())
-        self.settle(sn)
+        self.carry_out(sn, sn.step.after_event(sn.clock()))
 
     def _paused(self, sn, kind: str, *payload) -> bool:
         """A paused process does nothing: the event waits for the end of the pause."""
@@ -387,7 +390,7 @@ class Simulation:
         if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "unreachable", node_id, incarnation, peer):
             return
         sn.node.on_unreachable(peer, sn.clock())
-        self.settle(sn)
+        self.carry_out(sn, sn.step.after_event(sn.clock()))
 
     def _on_wake(self, node_id: int, incarnation: int) -> None:
         sn = self.nodes[node_id]
@@ -395,7 +398,7 @@ class Simulation:
             return
         if sn.wake_at is not None and sn.wake_at <= self.now:
             sn.wake_at = None
-        self.settle(sn)
+        self.carry_out(sn, sn.step.on_timer(sn.clock()))
 
     def _on_persisted(self, node_id: int, incarnation: int, states: dict) -> None:
         sn = self.nodes[node_id]
@@ -404,23 +407,23 @@ class Simulation:
             return  # crashed before the write completed: it never happened
         if self._paused(sn, "persisted", node_id, incarnation, states):
             return
-        sn.node.persist_election_states(states)
-        sn.persisting = False
-        self.settle(sn)
+        sn.node.write_election_states(states)  # the shell's election-state thread
+        self.carry_out(sn, sn.step.persisted(sn.clock()))
 
-    def _on_flush(self, node_id: int, incarnation: int) -> None:
+    def _on_flush(self, node_id: int, incarnation: int, logs: list) -> None:
+        """The shell's fsync pool: flush the logs the step handed out (appends made since are
+        flushed too, as a real flush may), then report each one's durable offset."""
         sn = self.nodes[node_id]
-        if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "flush", node_id, incarnation):
+        if sn.node is None or sn.incarnation != incarnation or self._paused(sn, "flush", node_id, incarnation, logs):
             return
-        sn.flushing = False
         if self.rates.fsync_failure and self.faults_on and self.rng.random() < self.rates.fsync_failure:
-            # fsync failed: the server stops at once (it cannot know what reached the disk).
+            # fsync failed: the step tells the server to stop (it cannot know what reached the disk).
             self.coverage["fsync failures"] += 1
             self.log_fault(f"node {node_id}: fsync fails, the node stops")
-            return self._on_crash(node_id, False, logged=True)
-        for key, log in sn.node.logs_to_flush():
-            sn.node.on_flushed(key, log.flush(), sn.clock())
-        self.settle(sn)
+            results = [(logs[0][0], OSError(5, "fsync: Input/output error"))]
+        else:  # (a log its topic's deletion dropped meanwhile is not flushed)
+            results = [(key, log.flush()) for key, log in logs if sn.disk.logs.get(key) is log]
+        self.carry_out(sn, sn.step.flushed(sn.clock(), results))
 
     def _on_snapshot(self, node_id: int, incarnation: int, job) -> None:
         """The shell's snapshot thread: write the file, then tell the core."""
@@ -430,8 +433,7 @@ class Simulation:
         if self._paused(sn, "snapshot", node_id, incarnation, job):
             return
         job.run()
-        sn.node.on_snapshot_done(job, sn.clock())
-        self.settle(sn)
+        self.carry_out(sn, sn.step.snapshot_done(job, sn.clock()))
 
     def discard(self) -> None:
         for disk in [sn.disk for sn in self.nodes.values()] + self.old_disks:
@@ -442,7 +444,7 @@ class Simulation:
         sn = self.nodes[node_id]
         if sn.node is None:
             return
-        if sn.persisting:
+        if sn.step.persisting:
             self.coverage["crashes while persisting"] += 1
         if lose_disk and any(other.rejoining for other in self.nodes.values()):
             lose_disk = False  # one replaced disk at a time: an earlier rejoin has not completed
@@ -463,7 +465,7 @@ class Simulation:
             return
         sn.boot(rejoining=rejoining)
         self.log_fault(f"node {node_id} restarts{' on an empty disk' if rejoining else ''}")
-        self.settle(sn)
+        self.carry_out(sn, sn.step.on_timer(sn.clock()))
 
     def _on_pause(self, node_id: int, pause_ms: int) -> None:
         """The process stops (a GC pause, a stopped VM) and comes back with a stale view."""
