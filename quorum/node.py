@@ -85,8 +85,7 @@ class Node:
         if config.clustered:
             self.plane = MetadataPlane(config, replication=self.replication, purgatory=purgatory,
                                        notify=changes.wake, on_append=self._controller_appended, now_ms=0,
-                                       forced_lost=startup.forced.lost if startup.forced is not None else (),
-                                       on_forced_done=startup.on_forced_done)
+                                       startup=startup)
             hosting.plane = self.plane
             hooks.on_state_caught_up = self._state_caught_up
             hooks.on_installed = self._snapshot_installed

@@ -157,19 +157,9 @@ class ProducerStateTable:
             ProducerStatus.OUT_OF_ORDER_SEQUENCE, None,
             f"Out of order sequence for producer {producer_id}: expected {expected}, got {base_sequence}.")
 
-    def update(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        first_seq: int,
-        last_seq: int,
-        first_offset: int,
-        last_offset: int,
-        timestamp: int = -1,
-        *,
-        is_control: bool = False,
-    ) -> None:
+    def update(self, producer_id: int, producer_epoch: int, batch: BatchMetadata, *, is_control: bool = False) -> None:
         """Record an appended batch (no validation: the leader checked, a follower trusts)."""
+        first_seq, timestamp = batch.first_seq, batch.timestamp
         if producer_id < 0:
             return
         entry = self._producers.get(producer_id)
@@ -178,7 +168,7 @@ class ProducerStateTable:
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         self._touched.add(producer_id)
         if not is_control and first_seq != NO_SEQUENCE:
-            entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+            entry.batches.append(batch)
 
     def expire_idle(self, now_ms: int, expiration_ms: int) -> int:
         """Kafka's producer.id.expiration.ms: forget producers whose last batch was appended at

@@ -19,8 +19,9 @@ from ...protocol import messages as m
 from ...protocol.errors import ErrorCode
 
 from ..limits import capped_timeout
+from ..node_wiring import NodeStartup
 from ..outcomes import Park, Respond
-from ..raft.group import caught_up_until
+from ..raft.progress import caught_up_until
 from .controller import Controller
 from .image import MetadataImage
 from .names import METADATA_KEY, METADATA_TOPIC
@@ -41,12 +42,12 @@ ALLOCATE_PRODUCER_IDS_VERSION = 0
 
 class MetadataPlane:
     def __init__(self, config, *, replication, purgatory, notify, on_append, now_ms: int,
-                 forced_lost=(), on_forced_done=None) -> None:
+                 startup: NodeStartup) -> None:
         self.config = config
         # An unclean recovery's lost voters (`kraftd quorum force-leader`): once controller, we
         # write their removal from every partition's replicas, then `on_forced_done()`.
-        self._forced_lost = tuple(forced_lost)
-        self._on_forced_done = on_forced_done
+        self._forced_lost = tuple(startup.forced.lost) if startup.forced is not None else ()
+        self._on_forced_done = startup.on_forced_done
         self.ctx = None                       # the node's HandlerContext (set by the node)
         self._on_append = on_append           # (partition) -> None: the controller appended
         self._auto_creating: dict[str, int] = {}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .catch_up import FollowerCatchUp
 from .election_state import NO_NODE, ElectionState
 from .election_timing import ElectionTiming
-from .progress import ReplicaProgress, caught_up_until  # noqa: F401  (the metadata plane imports it from here)
+from .progress import ReplicaProgress
 from .roles import Candidate, Deleted, Follower, Leader, Prospective, Resigned, Role, Unattached, Voted
 from .transitions import check
 from .votes import VoteAnswer, answer_vote

@@ -9,7 +9,7 @@ from kraftd.quorum.limits import AutoCreateLimiter, Refusals
 from kraftd.quorum.metadata.plane import DelayedForward
 from kraftd.quorum.outcomes import Park, Respond
 from kraftd.quorum.purgatory import Purgatory
-from kraftd.storage.producer_state import ProducerStateTable
+from kraftd.storage.producer_state import BatchMetadata, ProducerStateTable
 from tests.quorum.node_context import NodeTestContext, batch_of
 
 PROTOCOLS = [m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01")]
@@ -125,14 +125,14 @@ def test_idle_producer_states_expire_and_active_ones_stay(tmp_path):
 
 def test_expiry_comes_between_the_expiration_and_one_interval_later():
     table = ProducerStateTable()
-    table.update(5, 0, 0, 0, 0, 0, 1)
+    table.update(5, 0, BatchMetadata(0, 0, 0, 0, 1))
     assert table.expire_idle(1_000, 500) == 0  # stamped 1_000 here: the batch came before that
     assert table.expire_idle(1_499, 500) == 0 and 5 in table
     assert table.expire_idle(1_500, 500) == 1 and 5 not in table
     # The stamp survives a clean shutdown's snapshot; an unstamped entry is stamped after a load.
-    table.update(6, 0, 0, 0, 1, 1, 1)
+    table.update(6, 0, BatchMetadata(0, 0, 1, 1, 1))
     table.expire_idle(2_000, 500)
-    table.update(9, 0, 0, 0, 2, 2, 1)
+    table.update(9, 0, BatchMetadata(0, 0, 2, 2, 1))
     again = ProducerStateTable.from_snapshot(table.snapshot())
     assert again.expire_idle(2_400, 500) == 0
     assert again.expire_idle(2_500, 500) == 1 and 6 not in again and 9 in again

@@ -1,11 +1,11 @@
 from kraftd.storage import ProducerStateTable, ProducerStatus
-from kraftd.storage.producer_state import INT32_MAX, last_sequence_of
+from kraftd.storage.producer_state import INT32_MAX, BatchMetadata, last_sequence_of
 
 
 def table_with(*batches):
     t = ProducerStateTable()
     for pid, epoch, first, last, off in batches:
-        t.update(pid, epoch, first, last, off, off + last - first)
+        t.update(pid, epoch, BatchMetadata(first, last, off, off + last - first))
     return t
 
 
@@ -32,7 +32,7 @@ def test_in_sequence_and_out_of_order():
 def test_duplicate_of_any_of_last_five_batches_returns_original_offsets():
     t = ProducerStateTable()
     for i in range(7):
-        t.update(7, 0, i * 10, i * 10 + 9, 1000 + i * 10, 1000 + i * 10 + 9)
+        t.update(7, 0, BatchMetadata(i * 10, i * 10 + 9, 1000 + i * 10, 1000 + i * 10 + 9))
     status, dup = t.check(7, 0, 20, 29)
     assert status is ProducerStatus.DUPLICATE and (dup.first_offset, dup.last_offset) == (1020, 1029)
     assert t.check(7, 0, 20, 29).duplicate_first_offset == 1020
@@ -50,7 +50,7 @@ def test_new_epoch_restarts_sequence_at_zero():
     t = table_with((7, 3, 0, 9, 0))
     assert t.check(7, 4, 0, 0).status is ProducerStatus.OK
     assert t.check(7, 4, 10, 10).status is ProducerStatus.OUT_OF_ORDER_SEQUENCE
-    t.update(7, 4, 0, 0, 50, 50)
+    t.update(7, 4, BatchMetadata(0, 0, 50, 50))
     assert t.get(7).producer_epoch == 4 and len(t.get(7).batches) == 1
 
 
