@@ -156,6 +156,13 @@ class Settings(BaseSettings):
     # caught up (README, "Replacing a lost disk"). Like etcd's --initial-cluster-state=existing.
     rejoin: bool = False
     replica_lag_time_max_ms: int = Field(30_000, gt=0)
+    # Raft timing of every group (the metadata quorum's and each partition's): Kafka's
+    # controller.quorum.{election.timeout,fetch.timeout,election.backoff.max,request.timeout,retry.backoff}.ms.
+    quorum_election_timeout_ms: int = Field(1000, gt=0)
+    quorum_fetch_timeout_ms: int = Field(2000, gt=0)
+    quorum_election_backoff_max_ms: int = Field(1000, gt=0)
+    quorum_request_timeout_ms: int = Field(2000, gt=0)
+    quorum_retry_backoff_ms: int = Field(100, gt=0)
     default_replication_factor: int | None = Field(None, gt=0)  # None: min(3, live brokers)
     # The metadata leader fences a broker it has not heard from for this long.
     broker_session_timeout_ms: int = Field(9_000, gt=0)

@@ -11,6 +11,7 @@ from ..config.settings import parse_voters
 from ..quorum.node import Node
 from ..quorum.node_config import NodeConfig
 from ..quorum.node_wiring import NodeRuntime, NodeStartup, NodeStorage
+from ..quorum.raft.config import RaftConfig
 from ..quorum.topic_config import TopicConfig
 from ..storage import FileLog, QuorumStateStore, TopicCatalog
 from ..storage.background_writes import background_writes
@@ -30,13 +31,21 @@ def node_config_from_settings(values: dict) -> NodeConfig:
     return NodeConfig(**values)
 
 
-def secure_runtime(clock=None) -> NodeRuntime:
+def raft_config_from_settings(values: dict) -> RaftConfig:
+    """The `quorum_*_ms` settings (Kafka's controller.quorum.*); RaftConfig's defaults otherwise."""
+    names = {"election_timeout_ms", "fetch_timeout_ms", "election_backoff_max_ms", "request_timeout_ms",
+             "retry_backoff_ms"}
+    return RaftConfig(**{name: values[f"quorum_{name}"] for name in names if f"quorum_{name}" in values})
+
+
+def secure_runtime(clock=None, raft_config: RaftConfig | None = None) -> NodeRuntime:
     """Randomness from the OS; fetch session ids from a CSPRNG (KIP-227: unguessable)."""
     return NodeRuntime(rng=random.Random(secrets.randbits(64)),
-                       new_session_id=lambda: secrets.randbelow(0x7FFFFFFF) + 1, clock=clock)
+                       new_session_id=lambda: secrets.randbelow(0x7FFFFFFF) + 1, clock=clock,
+                       raft_config=raft_config or RaftConfig())
 
 
-def open_node_on_files(config: NodeConfig, now_ms: int, clock=None) -> Node:
+def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config: RaftConfig | None = None) -> Node:
     """Recover every log, then elect (a single voter leads at a new epoch)."""
     data_dir = Path(config.data_dir)
     startup = prepare_data_dir(config, now_ms)
@@ -48,7 +57,7 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None) -> Node:
     storage = NodeStorage(catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                           producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                           open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"))
-    node = Node(config, storage, secure_runtime(clock), NodeStartup(
+    node = Node(config, storage, secure_runtime(clock, raft_config), NodeStartup(
         rejoining=startup.rejoining, forced=startup.forced,
         on_rejoin_complete=lambda: clear_rejoin_marker(data_dir),
         on_forced_done=lambda: clear_forced_recovery(data_dir), on_close=lambda: _closed(startup)))
@@ -72,4 +81,5 @@ def _closed(startup) -> None:
 def open_file_node(settings_values: dict, now_ms: int) -> Node:
     """The server's node factory. The clock only measures how long loading snapshots took
     (kraftd_load_snapshot_latency_ms)."""
-    return open_node_on_files(node_config_from_settings(settings_values), now_ms, clock=time.monotonic)
+    return open_node_on_files(node_config_from_settings(settings_values), now_ms, clock=time.monotonic,
+                              raft_config=raft_config_from_settings(settings_values))

@@ -8,7 +8,8 @@ import pytest
 
 from kraftd.config.settings import ConfigError, Settings, parse_host_port
 from kraftd.quorum.node_config import NodeConfig
-from kraftd.server.node_files import node_config_from_settings
+from kraftd.quorum.raft.config import RaftConfig
+from kraftd.server.node_files import node_config_from_settings, raft_config_from_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "example.toml"
 
@@ -119,9 +120,19 @@ def test_host_port_parsing():
 def test_node_config_gets_every_core_field_by_the_same_name():
     values = Settings.load(node_id=3, segment_bytes=4096, fsync_policy="never").to_node_config()
     core_fields = {f.name for f in dataclasses.fields(NodeConfig)} - {"extra"}
-    assert set(values) == core_fields  # nothing missing, no shell-only settings leak in
+    raft_fields = {f"quorum_{name}" for name in ("election_timeout_ms", "fetch_timeout_ms", "election_backoff_max_ms",
+                                                 "request_timeout_ms", "retry_backoff_ms")}
+    assert set(values) == core_fields | raft_fields  # nothing missing, no shell-only settings leak in
     config = node_config_from_settings(values)
     assert (config.node_id, config.segment_bytes, config.fsync_policy) == (3, 4096, "never")
+
+
+def test_raft_timing_comes_from_the_quorum_settings():
+    values = Settings.load(quorum_election_timeout_ms=300, quorum_fetch_timeout_ms=900).to_node_config()
+    raft = raft_config_from_settings(values)
+    assert (raft.election_timeout_ms, raft.fetch_timeout_ms, raft.request_timeout_ms) == (300, 900, 2000)
+    assert raft.check_quorum_ms == 1350
+    assert raft_config_from_settings(Settings.load().to_node_config()) == RaftConfig()
 
 
 def test_advertised_address_resolution():
@@ -161,3 +172,16 @@ def test_the_secret_from_a_file(tmp_path, monkeypatch):
         Settings.load(cluster_secret_file=str(tmp_path / "missing"))
     monkeypatch.setenv("KRAFTD_CLUSTER_SECRET", "from-env")
     assert Settings.load(voters="1@a:1,2@b:2").cluster_secret.get_secret_value() == "from-env"
+
+
+def test_the_file_backed_node_runs_with_the_quorum_settings(tmp_path):
+    from kraftd.server.node_files import open_file_node
+
+    values = Settings.load(data_dir=str(tmp_path), quorum_election_timeout_ms=300,
+                           quorum_retry_backoff_ms=50).to_node_config()
+    node = open_file_node(values, 1_000)
+    try:
+        assert node.replication.config.election_timeout_ms == 300
+        assert node.replication.config.retry_backoff_ms == 50
+    finally:
+        node.close()
