@@ -12,7 +12,7 @@ from ..protocol.records import decode_records
 from .arrow import ROWS_PER_BATCH, RowBuffer, log_ddl
 from .log_files import (DEFAULT_SPLIT_BYTES, iter_snapshot_batches, iter_split_batches, latest_snapshot_path,
                         partition_dirs, plan_segment_splits, records_section_size, snapshot_splits)
-from .options import OptionError
+from .options import OptionError, flag, option
 
 __all__ = ["KraftdLogDataSource", "KraftdSnapshotDataSource", "BATCHES_DDL", "LATEST_DDL", "SNAPSHOT_DDL"]
 
@@ -24,20 +24,15 @@ SNAPSHOT_DDL = "key binary, value binary, snapshotEndOffset long, snapshotEpoch 
 _CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def _opt(options, name: str, default=None):
-    lowered = {str(k).lower(): v for k, v in options.items()}
-    return lowered.get(name.lower(), default)
-
-
 def _path(options) -> str:
-    path = _opt(options, "path")
+    path = option(options, "path")
     if not path:
         raise OptionError("a path is required: load(DATA_DIR), load(DATA_DIR/<topic>-<p>) or load(FILE.checkpoint)")
     return path
 
 
 def _rows_option(options) -> str:
-    rows = str(_opt(options, "rows", "records")).strip().lower()
+    rows = str(option(options, "rows", "records")).strip().lower()
     if rows not in ("records", "batches", "latest"):
         raise OptionError(f"rows must be records, batches or latest, not {rows!r}")
     return rows
@@ -52,13 +47,13 @@ class SplitPartition(InputPartition):
 class LogReader(DataSourceReader):
     def __init__(self, options) -> None:
         self.path = _path(options)
-        self.include_headers = str(_opt(options, "includeHeaders", "false")).lower() == "true"
+        self.include_headers = flag(options, "includeHeaders")
         self.rows = _rows_option(options)
-        end = _opt(options, "endOffset")
+        end = option(options, "endOffset")
         self.end_offset = int(end) if end is not None else None
-        start = _opt(options, "startOffset")
+        start = option(options, "startOffset")
         self.start_offset = int(start) if start is not None else 0
-        self.split_bytes = int(_opt(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
+        self.split_bytes = int(option(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
 
     def partitions(self):
         splits = [s for d in partition_dirs(self.path) for s in plan_segment_splits(d, self.split_bytes)]
@@ -177,7 +172,7 @@ class KraftdLogDataSource(DataSource):
             return BATCHES_DDL
         if rows == "latest":
             return LATEST_DDL
-        return log_ddl(str(_opt(self.options, "includeHeaders", "false")).lower() == "true")
+        return log_ddl(flag(self.options, "includeHeaders"))
 
     def reader(self, schema):
         return LogReader(self.options)
@@ -186,7 +181,7 @@ class KraftdLogDataSource(DataSource):
 class SnapshotFileReader(DataSourceReader):
     def __init__(self, options) -> None:
         self.path = latest_snapshot_path(_path(options))
-        self.split_bytes = int(_opt(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
+        self.split_bytes = int(option(options, "maxBytesPerPartition", DEFAULT_SPLIT_BYTES))
 
     def partitions(self):
         return [SplitPartition(s) for s in snapshot_splits(self.path, self.split_bytes)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 __all__ = ["OptionError", "SourceOptions", "SinkOptions", "OffsetRange", "TimestampLimit", "EARLIEST", "LATEST",
-           "source_options", "sink_options", "plan_ranges", "rate_limit", "time_string_ms"]
+           "source_options", "sink_options", "plan_ranges", "rate_limit", "time_string_ms", "option", "flag"]
 
 EARLIEST = -2   # Spark's KafkaOffsetRangeLimit.EARLIEST
 LATEST = -1     # Spark's KafkaOffsetRangeLimit.LATEST
@@ -91,6 +91,17 @@ class OffsetRange:
 
 def _lower(options: Mapping[str, str]) -> dict:
     return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def option(options: Mapping, name: str, default=None):
+    """One option by name, case-insensitively (Spark's options are case-insensitive)."""
+    return _lower(options).get(name.lower(), default)
+
+
+def flag(options: Mapping, name: str, default: bool = False) -> bool:
+    """A true/false option (anything else is refused, as Spark refuses it)."""
+    value = option(options, name)
+    return default if value is None else _bool(value, name)
 
 
 def _bool(value: str, name: str) -> bool:

@@ -10,7 +10,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from .arrow import kafka_ddl
 from .kafka_reader import DEFAULT_FETCH_BYTES, read_range
-from .options import OptionError, source_options, sink_options
+from .options import OptionError, flag, sink_options, source_options
 from .planner import StreamOffset, StreamPlanner, batch_ranges
 from .wire import KafkaWire
 from .writer import RowProducer, check_sink_schema
@@ -133,8 +133,7 @@ class KraftdDataSource(DataSource):
         return "kraftd"
 
     def schema(self) -> str:
-        include = str(self.options.get("includeHeaders", self.options.get("includeheaders", "false")))
-        return kafka_ddl(include.strip().lower() == "true")
+        return kafka_ddl(flag(self.options, "includeHeaders"))
 
     def reader(self, schema):
         return KraftdBatchReader(self.options)
