@@ -14,7 +14,7 @@ import uvloop
 
 from ..config.settings import Settings, format_host_port
 
-from .broker import Broker, now_ms
+from .broker import Broker, Durability, now_ms
 from .connection import KafkaConnection
 from .connection_limits import (FD_RESERVE, FDS_PER_PARTITION, ConnectionLimits, fit_descriptor_limit,
                                 open_file_limit)
@@ -85,10 +85,9 @@ class KraftdServer:
                      "native AIO fsync does not work here; fsyncs on the loop and in the fsync pool")
         credentials = (NodeCredentials(s.cluster_secret.get_secret_value().encode())
                        if s.cluster_secret is not None else None)
-        self.broker = Broker(self.node, fsync_policy=s.fsync_policy,
-                             flush_interval_ms=s.flush_interval_ms, metrics=self.metrics,
-                             fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio,
-                             node_credentials=credentials,
+        durability = Durability(fsync_policy=s.fsync_policy, flush_interval_ms=s.flush_interval_ms,
+                                fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio)
+        self.broker = Broker(self.node, durability=durability, metrics=self.metrics, node_credentials=credentials,
                              limits=ConnectionLimits(max_connections, s.max_connections_per_ip))
         self.broker.on_fatal = self.request_stop
         if s.voters:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -42,20 +43,29 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """How appends become durable: the fsync policy, the group commit's interval, and how fsyncs
+    run (inline below `fsync_inline_max_bytes` without AIO; `aio` when the kernel's AIO works)."""
+    fsync_policy: str = "acks_all"
+    flush_interval_ms: int = 100
+    fsync_inline_max_bytes: int = 0
+    aio: Any = None
+
+
 class Broker:
     """The Dispatcher behind every KafkaConnection, plus the node's timer and flusher."""
 
-    def __init__(self, node: NodeApi, *, fsync_policy: str, flush_interval_ms: int,
-                 metrics: ServerMetrics, codec: Any = None, fsync_inline_max_bytes: int = 0,
-                 aio: Any = None, node_credentials: NodeCredentials | None = None,
-                 limits: ConnectionLimits | None = None) -> None:
+    def __init__(self, node: NodeApi, *, durability: Durability, metrics: ServerMetrics, codec: Any = None,
+                 node_credentials: NodeCredentials | None = None, limits: ConnectionLimits | None = None) -> None:
+        fsync_policy = durability.fsync_policy
         if codec is None:
             from ..protocol import framing as codec
         self.node = node
         self.metrics = metrics
         self._codec = codec
         self._fsync_policy = fsync_policy
-        self.step = ShellStep(node, fsync_policy=fsync_policy, flush_interval_ms=flush_interval_ms,
+        self.step = ShellStep(node, fsync_policy=fsync_policy, flush_interval_ms=durability.flush_interval_ms,
                               contain=lambda what: log.exception(what))
         self._parked: dict[int, tuple[ResponseSlot, Any]] = {}
         self.connections: set[KafkaConnection] = set()
@@ -63,7 +73,8 @@ class Broker:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._flush_task: asyncio.Task | None = None
-        self.flusher = LogFlusher(inline_max_bytes=fsync_inline_max_bytes, aio=aio, counter=metrics.log_flushes)
+        self.flusher = LogFlusher(inline_max_bytes=durability.fsync_inline_max_bytes, aio=durability.aio,
+                                  counter=metrics.log_flushes)
         # Election states (a vote, a new epoch) never queue behind log flushes: an election
         # waits for this write before any of its requests or answers leave.
         self._election_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-elections")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kraftd.server.broker import Broker
+from kraftd.server.broker import Broker, Durability
 from kraftd.server.metrics import ServerMetrics
 
 
@@ -41,7 +41,7 @@ class OutboxNode:
 
 async def test_a_kick_after_stop_leaves_the_pending_election_state_to_node_close():
     node = OutboxNode()
-    broker = Broker(node, fsync_policy="never", flush_interval_ms=100, metrics=ServerMetrics())
+    broker = Broker(node, durability=Durability(fsync_policy="never"), metrics=ServerMetrics())
     node.pending = {}
     await broker.stop()
     node.pending = {("t", 0): "voted"}  # a vote answer arrived during shutdown
