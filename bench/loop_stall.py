@@ -147,12 +147,13 @@ def truncation(mb: float, log) -> dict:
         t0 = time.monotonic()
         cluster.start(leader, timeout=120)
         port = cluster.process(leader).metrics_port
+        at_start = _worst(port)  # (what the first moments cost: the truncation comes with the first fetches)
         wait_for("the old leader caught up", lambda: (_gauge(port, "kraftd_log_end_offset", topic, 0) or 0) >= target,
                  300, 0.05)
         worst = _worst(port)
         log(f"  truncation: {kept:,.0f} records kept, {divergent_end - kept:,.0f} divergent, "
-            f"caught up in {time.monotonic() - t0:.1f} s; worst stall {worst:.1f} ms")
-        return dict(mb=mb, kept=kept, divergent=divergent_end - kept, worst_ms=worst)
+            f"caught up in {time.monotonic() - t0:.1f} s; worst stall {worst:.1f} ms ({at_start:.1f} ms when listening)")
+        return dict(mb=mb, kept=kept, divergent=divergent_end - kept, worst_ms=worst, at_start_ms=at_start)
     finally:
         cluster.close()
         shutil.rmtree(tmp, ignore_errors=True)
