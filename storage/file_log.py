@@ -183,10 +183,10 @@ class FileLog(PartitionLog):
     # -- flush --------------------------------------------------------------------------------
     def flush_is_small(self, max_bytes: int) -> bool:
         """The next flush is one fsync of one segment with at most `max_bytes` appended: no
-        directory to sync, no epoch checkpoint to write."""
+        directory to sync, no epoch checkpoint to write, no background write to wait for."""
         with self._lock:
             return (self._unflushed_bytes <= max_bytes and len(self._dirty) <= 1 and not self._dir_dirty
-                    and not self.epoch_cache.checkpoint_pending)
+                    and not self.epoch_cache.checkpoint_pending and not background_writes().pending)
 
     def flush(self) -> int:
         with self._lock:
