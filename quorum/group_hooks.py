@@ -11,11 +11,14 @@ from .node_changes import NodeChanges
 from .partition import Partition
 from .raft.leader_change import leader_change_batch
 from .snapshots.coordination import SnapshotCoordination
+from .wall_clock import WallClock
 
 
 class GroupHooks:
-    def __init__(self, node_id: int, changes: NodeChanges, snapshots: SnapshotCoordination) -> None:
+    def __init__(self, node_id: int, changes: NodeChanges, snapshots: SnapshotCoordination,
+                 wall: WallClock | None = None) -> None:
         self._node_id = node_id
+        self._wall = wall or WallClock()
         self._changes = changes
         self._snapshots = snapshots
         # ms from losing a leader to leading (groups here), until /metrics drains them
@@ -26,7 +29,8 @@ class GroupHooks:
 
     def append_leader_change(self, group, now_ms: int, granting=()) -> None:
         partition = group.partition
-        batch = leader_change_batch(self._node_id, group.epoch, group.voters, granting or (self._node_id,), now_ms)
+        batch = leader_change_batch(self._node_id, group.epoch, group.voters, granting or (self._node_id,),
+                                    self._wall.at(now_ms))
         partition.log.append_as_leader(batch, group.epoch, now_ms=now_ms)
         self._changes.appended(partition)
         partition.record_change()  # follower fetch sessions read up to the log end

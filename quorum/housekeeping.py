@@ -7,13 +7,16 @@ import logging
 from .node_config import NodeConfig
 from .snapshots.coordination import SnapshotCoordination
 from .topics import TopicRegistry
+from .wall_clock import WallClock
 
 log = logging.getLogger(__name__)
 LOG_START_GATE_INTERVAL_MS = 1000
 
 
 class Housekeeping:
-    def __init__(self, config: NodeConfig, topics: TopicRegistry, snapshots: SnapshotCoordination) -> None:
+    def __init__(self, config: NodeConfig, topics: TopicRegistry, snapshots: SnapshotCoordination,
+                 wall: WallClock | None = None) -> None:
+        self._wall = wall or WallClock()
         self._config = config
         self._topics = topics
         self._snapshots = snapshots
@@ -55,12 +58,13 @@ class Housekeeping:
             log.info("expired %d idle producer states", expired)
 
     def _apply_retention(self, now_ms: int) -> None:
+        wall_ms = self._wall.at(now_ms)  # retention.ms is measured against record timestamps
         for partition in self._topics.partitions():
             cfg = partition.config
             if cfg.cleanup_policy != "delete" or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
                 continue
             if not partition.is_leader:
                 continue  # followers take the leader's log start as they fetch
-            partition.log.apply_retention(now_ms, cfg.retention_ms, cfg.retention_bytes,
+            partition.log.apply_retention(wall_ms, cfg.retention_ms, cfg.retention_bytes,
                                           max_offset=partition.high_watermark)
             partition.after_log_start_moved()

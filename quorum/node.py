@@ -42,6 +42,7 @@ from .purgatory import Purgatory
 from .raft.persist_gate import Outbox
 from .raft.replication import Replication
 from .snapshots.coordination import SnapshotCoordination
+from .wall_clock import WallClock
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class Node:
         self._purgatory = purgatory = Purgatory()
         self._changes = changes = NodeChanges(purgatory)
         rng = runtime.rng
+        self.wall = wall = WallClock(runtime.wall_clock)
         self.refusals = Refusals()  # what the caps refused (kraftd_refused_total{what}); limits.py
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
@@ -71,7 +73,7 @@ class Node:
         self.snapshots = SnapshotCoordination(config, storage.open_snapshot_store, clustered=config.clustered,
                                               check_quorum_ms=runtime.raft_config.check_quorum_ms,
                                               clock=runtime.clock)
-        self.group_hooks = hooks = GroupHooks(config.node_id, changes, self.snapshots)
+        self.group_hooks = hooks = GroupHooks(config.node_id, changes, self.snapshots, wall)
         cluster_id = runtime.cluster_id or (cluster_id_for(config.voters) if config.clustered
                                             else storage.catalog.cluster_id())
         self.replication = Replication(
@@ -93,12 +95,13 @@ class Node:
             config=config, cluster_id=cluster_id, topics=self.topics, purgatory=purgatory,
             allocate_producer_id=ProducerIdAllocator(storage.producer_id_store).allocate,
             create_topic=hosting.create_topic, fetch_sessions=self.fetch_sessions, replication=self.replication,
-            plane=self.plane, delete_topic=hosting.delete_topic, clock=runtime.clock, refusals=self.refusals)
+            plane=self.plane, delete_topic=hosting.delete_topic, clock=runtime.clock, refusals=self.refusals,
+            wall=wall)
         if self.plane is not None:
             self.plane.ctx = self._ctx
             self._balancer = LeaderBalancer(config.node_id, self.replication, self.plane)
         self._next_balance_ms = 0
-        self._housekeeping = Housekeeping(config, self.topics, self.snapshots)
+        self._housekeeping = Housekeeping(config, self.topics, self.snapshots, wall)
         self.stats = NodeStats(self._ctx, hooks, self._housekeeping, self.snapshots, purgatory)
         self.stats.now_ms = lambda: changes.now_ms
 

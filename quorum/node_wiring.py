@@ -49,6 +49,8 @@ class NodeRuntime:
     rng: random.Random
     new_session_id: Callable[[], int] | None = None
     clock: Callable[[], float] | None = None  # monotonic seconds, only to report load times
+    # ms since the Unix epoch, for timestamps only (quorum/wall_clock.py); timers use now_ms
+    wall_clock: Callable[[], int] | None = None
     raft_config: RaftConfig = field(default_factory=RaftConfig)
     bugs: BugSwitches | None = None
     cluster_id: str | None = None

@@ -10,7 +10,6 @@ the loop), `node.write_election_states()`, `job.run()`.
 from __future__ import annotations
 
 import asyncio
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import structlog
 from ..quorum.outcomes import NoResponse, Park, Respond
 from ..quorum.peer import Peer
 
+from .clocks import now_ms  # noqa: F401  (app.py imports it from here)
 from .connection import CloseConnection, KafkaConnection, ResponseSlot
 from .connection_limits import ConnectionLimits
 from .log_flusher import LogFlusher
@@ -37,10 +37,6 @@ log = structlog.get_logger("kraftd.broker")
 POLL_MAX_INTERVAL_S = 0.1
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

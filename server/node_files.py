@@ -18,6 +18,7 @@ from ..storage.background_writes import background_writes
 from ..storage.forced_recovery import clear_forced_recovery
 from ..storage.rejoin_marker import clear_rejoin_marker
 from ..storage.snapshots import SnapshotStore
+from .clocks import wall_ms
 from .data_dir_startup import prepare_data_dir
 from .election_state_file import FileElectionStore
 
@@ -38,17 +39,19 @@ def raft_config_from_settings(values: dict) -> RaftConfig:
     return RaftConfig(**{name: values[f"quorum_{name}"] for name in names if f"quorum_{name}" in values})
 
 
-def secure_runtime(clock=None, raft_config: RaftConfig | None = None) -> NodeRuntime:
+def secure_runtime(clock=None, raft_config: RaftConfig | None = None, wall_clock=None) -> NodeRuntime:
     """Randomness from the OS; fetch session ids from a CSPRNG (KIP-227: unguessable)."""
     return NodeRuntime(rng=random.Random(secrets.randbits(64)),
                        new_session_id=lambda: secrets.randbelow(0x7FFFFFFF) + 1, clock=clock,
-                       raft_config=raft_config or RaftConfig())
+                       raft_config=raft_config or RaftConfig(), wall_clock=wall_clock)
 
 
-def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config: RaftConfig | None = None) -> Node:
-    """Recover every log, then elect (a single voter leads at a new epoch)."""
+def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config: RaftConfig | None = None,
+                       wall_clock=None) -> Node:
+    """Recover every log, then elect (a single voter leads at a new epoch). `now_ms` is the timer
+    clock's time; `wall_clock` (ms since the epoch, default: timers' time) stamps (server/clocks.py)."""
     data_dir = Path(config.data_dir)
-    startup = prepare_data_dir(config, now_ms)
+    startup = prepare_data_dir(config, wall_clock() if wall_clock is not None else now_ms)
 
     def open_log(topic: str, index: int, topic_config: TopicConfig):
         return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
@@ -57,7 +60,7 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config:
     storage = NodeStorage(catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                           producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                           open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"))
-    node = Node(config, storage, secure_runtime(clock, raft_config), NodeStartup(
+    node = Node(config, storage, secure_runtime(clock, raft_config, wall_clock), NodeStartup(
         rejoining=startup.rejoining, forced=startup.forced,
         on_rejoin_complete=lambda: clear_rejoin_marker(data_dir),
         on_forced_done=lambda: clear_forced_recovery(data_dir), on_close=lambda: _closed(startup)))
@@ -79,7 +82,8 @@ def _closed(startup) -> None:
 
 
 def open_file_node(settings_values: dict, now_ms: int) -> Node:
-    """The server's node factory. The clock only measures how long loading snapshots took
+    """The server's node factory: `now_ms` from server/clocks.py's timer clock, timestamps from
+    its wall clock. `clock` only measures how long loading snapshots took
     (kraftd_load_snapshot_latency_ms)."""
     return open_node_on_files(node_config_from_settings(settings_values), now_ms, clock=time.monotonic,
-                              raft_config=raft_config_from_settings(settings_values))
+                              raft_config=raft_config_from_settings(settings_values), wall_clock=wall_ms)

@@ -103,9 +103,13 @@ class PartitionLog(abc.ABC):
         return list(self._segments)
 
     def append_as_leader(
-        self, batches: bytearray, leader_epoch: int, *, now_ms: int, log_append_time: bool = False
+        self, batches: bytearray, leader_epoch: int, *, now_ms: int, log_append_time: bool = False,
+        wall_ms: int | None = None,
     ) -> AppendResult:
-        """Assign offsets from the log end (patching baseOffset/partitionLeaderEpoch in place)."""
+        """Assign offsets from the log end (patching baseOffset/partitionLeaderEpoch in place).
+        `now_ms` is the caller's timer clock; `wall_ms` (default `now_ms`) is what LogAppendTime
+        writes into the batches."""
+        stamp = now_ms if wall_ms is None else wall_ms
         if not isinstance(batches, bytearray):
             batches = bytearray(batches)
         offset = self.log_end_offset
@@ -120,7 +124,7 @@ class PartitionLog(abc.ABC):
             patch_base_offset(batches, pos, offset)
             patch_leader_epoch(batches, pos, leader_epoch)
             if log_append_time:
-                h = set_log_append_time(batches, pos, h, now_ms)
+                h = set_log_append_time(batches, pos, h, stamp)
             h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
             placed.append((pos, h))
             offset = h.next_offset
@@ -131,7 +135,7 @@ class PartitionLog(abc.ABC):
             # Checkpoint before data: after a crash it may name offsets past the log end, which
             # recovery trims; it never misses an epoch whose data survived.
             self.epoch_cache.assign(leader_epoch, placed[0][1].base_offset)
-        return self._append(batches, placed, now_ms if log_append_time else -1)
+        return self._append(batches, placed, stamp if log_append_time else -1)
 
     def append_as_follower(self, batches) -> AppendResult:
         """Append batches that already carry offsets/epochs; they must start at the log end."""

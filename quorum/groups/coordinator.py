@@ -140,7 +140,7 @@ class GroupCoordinator:
                 if group_id not in self.groups:
                     self.groups[group_id] = Group(group_id, index, protocol_type="")
             else:
-                group = self._group_from_record(decoded[1], index, decode_group_value(value))
+                group = self._group_from_record(decoded[1], index, decode_group_value(value), now_ms)
                 self.groups[group.group_id] = group
                 for member in group.members.values():
                     start_session(self, group, member, now_ms)
@@ -150,10 +150,10 @@ class GroupCoordinator:
         log.info("loaded __consumer_offsets-%d at epoch %d: %d groups", index, partition.leader_epoch,
                  sum(1 for g in self.groups.values() if g.partition == index))
 
-    def _group_from_record(self, group_id: str, index: int, value) -> Group:
+    def _group_from_record(self, group_id: str, index: int, value, now_ms: int) -> Group:
         group = Group(group_id, index, generation=value.generation, protocol_type=value.protocol_type,
                       protocol_name=value.protocol, leader_id=value.leader,
-                      state_timestamp_ms=value.current_state_timestamp)
+                      state_timestamp_ms=self.ctx.wall.to_core(value.current_state_timestamp, now_ms))
         for m in value.members:
             member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
                             m.rebalance_timeout, value.protocol_type,
@@ -206,7 +206,8 @@ class GroupCoordinator:
                    for m in group.members.values()]
         value = GroupMetadataValue(protocol_type=group.protocol_type or "", generation=group.generation,
                                    protocol=group.protocol_name, leader=group.leader_id,
-                                   current_state_timestamp=now_ms, members=members)
+                                   current_state_timestamp=self.ctx.wall.at(now_ms),
+                                   members=members)
         return group_key(group.group_id), group_value(value)
 
     def write_group(self, group: Group, now_ms: int) -> int | None:

@@ -39,13 +39,15 @@ def expire_offsets(coordinator, now_ms: int) -> int:
     """Write tombstones for what has expired; returns how many records were written."""
     ctx = coordinator.ctx
     cutoff = now_ms - coordinator.settings.offsets_retention_ms
+    # Commit timestamps are wall-clock times (a v1 client sends its own); group states are core times.
+    commit_cutoff = ctx.wall.at(now_ms) - coordinator.settings.offsets_retention_ms
     by_partition: dict[int, list] = {}
     for index in coordinator.led_partitions(now_ms):
         for group_id in [g for g in list(coordinator.offsets) if coordinator.partition_index(g) == index]:
             group = coordinator.groups.get(group_id)
             empty = group is None or group.is_(GroupState.EMPTY)
             gone = [(t, p) for (t, p), entry in coordinator.offsets[group_id].items()
-                    if not topic_exists(ctx, t) or (empty and entry.commit_timestamp < cutoff)]
+                    if not topic_exists(ctx, t) or (empty and entry.commit_timestamp < commit_cutoff)]
             records = coordinator.delete_offsets(group_id, gone)
             if empty and group_id not in coordinator.offsets and group is not None:
                 records += coordinator.delete_group(group_id, now_ms)

@@ -10,7 +10,7 @@ from ...protocol.records import build_batch
 
 def append_records(ctx, partition, entries: list, now_ms: int) -> int:
     """Append (key, value-or-None) records as one batch; returns the offset to wait for."""
-    batch = build_batch([(key, value, [], now_ms) for key, value in entries])
+    batch = build_batch([(key, value, [], ctx.wall.at(now_ms)) for key, value in entries])
     result = partition.log.append_as_leader(bytearray(batch), partition.leader_epoch, now_ms=now_ms)
     ctx.appended[partition.key] = partition
     return result.last_offset + 1

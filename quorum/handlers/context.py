@@ -12,6 +12,7 @@ from ..limits import AutoCreateLimiter, Refusals
 from ..node_config import NodeConfig
 from ..purgatory import Purgatory
 from ..topics import Topic, TopicRegistry
+from ..wall_clock import WallClock
 
 
 LATENCY_SAMPLES_KEPT = 10_000  # between two /metrics scrapes; older samples are dropped
@@ -40,6 +41,7 @@ class HandlerContext:
     # What the caps refused (kraftd_refused_total{what}) and the auto-creation limiter.
     refusals: Refusals = field(default_factory=Refusals)
     auto_creates: AutoCreateLimiter | None = None
+    wall: WallClock = field(default_factory=WallClock)  # timestamps; timers use now_ms
 
     def __post_init__(self) -> None:
         if self.auto_creates is None:

@@ -32,16 +32,19 @@ def _describe(ctx, index: int, group, now_ms: int):
     out.high_watermark = group.partition.high_watermark
     leader_end = group.partition.log.log_end_offset
 
+    wall_now = ctx.wall.at(now_ms)  # Kafka reports these as wall-clock times
+
     def state(replica_id, p):
         if replica_id == ctx.node_id:
             return Response.ReplicaState(replica_id=replica_id, log_end_offset=leader_end,
-                                         last_fetch_timestamp=now_ms, last_caught_up_timestamp=now_ms)
+                                         last_fetch_timestamp=wall_now, last_caught_up_timestamp=wall_now)
         # A session fetch that does not name this partition still fetched it (its position has
         # not moved): it counts, and it was caught up then if that position is our log end.
         last_fetch = max(p.last_fetch_ms, group.session_fetch_ms(replica_id))
         caught_up = last_fetch if last_fetch >= 0 and p.end_offset >= leader_end else p.last_caught_up_ms
         return Response.ReplicaState(replica_id=replica_id, log_end_offset=p.end_offset,
-                                     last_fetch_timestamp=last_fetch, last_caught_up_timestamp=caught_up)
+                                     last_fetch_timestamp=ctx.wall.of(last_fetch, now_ms),
+                                     last_caught_up_timestamp=ctx.wall.of(caught_up, now_ms))
 
     out.current_voters = [state(v, p) for v, p in sorted(progress.by_voter.items())]
     out.observers = [state(v, p) for v, p in sorted(progress.observers.items())]

@@ -38,7 +38,8 @@ def handle(ctx, header, request, now_ms, peer):
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > settings.offset_metadata_max_bytes:
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
-                stamp = p.commit_timestamp if header.request_api_version == 1 and p.commit_timestamp >= 0 else now_ms
+                stamp = p.commit_timestamp if header.request_api_version == 1 and p.commit_timestamp >= 0 \
+                    else ctx.wall.at(now_ms)
                 entries[key] = OffsetEntry(p.committed_offset, p.committed_leader_epoch,
                                            p.committed_metadata or "", stamp)
     if not entries:

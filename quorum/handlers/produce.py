@@ -113,11 +113,11 @@ def _append(ctx, topic: str, data, now_ms: int):
                             log_start_offset=partition.log_start_offset), partition, duplicate + 1
     result = partition.log.append_as_leader(
         bytearray(data.records), partition.leader_epoch, now_ms=now_ms,
-        log_append_time=partition.config.log_append_time)
+        log_append_time=partition.config.log_append_time, wall_ms=ctx.wall.at(now_ms))
     ctx.appended[partition.key] = partition
     return PartitionOut(
         index=data.index, error_code=0, base_offset=result.first_offset,
-        log_append_time_ms=now_ms if partition.config.log_append_time else -1,
+        log_append_time_ms=result.log_append_time_ms,
         log_start_offset=partition.log_start_offset,
     ), partition, result.last_offset + 1
 

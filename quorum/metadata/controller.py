@@ -17,6 +17,7 @@ from ...protocol.records import build_batch
 from ..outcomes import Park, Respond
 from ...protocol.messages import PartitionChangeRecord
 
+from ..wall_clock import WallClock
 from .image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, register_broker_record
 
 PRODUCER_ID_BLOCK = 1000
@@ -24,7 +25,8 @@ PRODUCER_ID_BLOCK = 1000
 
 class Controller:
     def __init__(self, partition, committed: MetadataImage, *, purgatory, now_ms: int,
-                 broker_session_timeout_ms: int, on_append) -> None:
+                 broker_session_timeout_ms: int, on_append, wall: WallClock | None = None) -> None:
+        self._wall = wall or WallClock()
         self.partition = partition
         self.epoch = partition.leader_epoch
         self.image = copy.deepcopy(committed)
@@ -43,7 +45,8 @@ class Controller:
         """Append `records` (applied to the working image first); returns the offset to wait for."""
         for record in records:
             self.image.replay(record)
-        batch = build_batch([(None, encode_metadata_record(r), None, now_ms) for r in records])
+        stamp = self._wall.at(now_ms)
+        batch = build_batch([(None, encode_metadata_record(r), None, stamp) for r in records])
         self.partition.log.append_as_leader(bytearray(batch), self.epoch, now_ms=now_ms)
         self._on_append(self.partition)
         return self.partition.log.log_end_offset

@@ -116,7 +116,8 @@ class MetadataPlane:
             if self.partition.high_watermark > start and self.machine.applied_offset >= self.partition.high_watermark:
                 self.controller = Controller(self.partition, self.image, purgatory=self._purgatory, now_ms=now_ms,
                                              broker_session_timeout_ms=self.config.broker_session_timeout_ms,
-                                             on_append=self._appended)
+                                             on_append=self._appended,
+                                             wall=self.ctx.wall if self.ctx is not None else None)
                 log.info("controller at epoch %d", self.controller.epoch)
                 if self._forced_lost:
                     self.controller.remove_lost_replicas(self._forced_lost, now_ms, self._forced_recorded)

@@ -17,8 +17,9 @@ START_MS = 1_700_000_000_000
 
 
 class NodeTestContext:
-    def __init__(self, node: Node, config: NodeConfig, now_ms: int) -> None:
+    def __init__(self, node: Node, config: NodeConfig, now_ms: int, wall_clock=None) -> None:
         self.node = node
+        self.wall_clock = wall_clock
         self.config = config
         self.now_ms = now_ms
         self.completions: dict[int, object] = {}
@@ -49,8 +50,8 @@ class NodeTestContext:
 
     def restart(self) -> "NodeTestContext":
         self.node.close()
-        node = open_node_on_files(self.config, self.now_ms)
-        return NodeTestContext(node, self.config, self.now_ms)
+        node = open_node_on_files(self.config, self.now_ms, wall_clock=self.wall_clock)
+        return NodeTestContext(node, self.config, self.now_ms, self.wall_clock)
 
     # -- requests ------------------------------------------------------------------------
     def deliver(self, request, version: int, api_key: int | None = None, *, client_id: str = "test",
@@ -156,6 +157,7 @@ class NodeTestContextBuilder:
         self._topics: list[tuple[str, int, dict]] = []
         self._session_ids = None
         self._now = START_MS
+        self._wall_clock = None
 
     def with_config(self, **overrides) -> "NodeTestContextBuilder":
         self._config = dataclasses.replace(self._config, **overrides)
@@ -166,12 +168,18 @@ class NodeTestContextBuilder:
         self._session_ids = iter(ids)
         return self
 
+    def with_wall_clock(self, read) -> "NodeTestContextBuilder":
+        """Timestamps from `read()` (ms since the epoch) instead of the timer clock (now_ms)."""
+        self._wall_clock = read
+        return self
+
     def with_topic(self, name: str, partitions: int = 1, configs: dict | None = None) -> "NodeTestContextBuilder":
         self._topics.append((name, partitions, configs or {}))
         return self
 
     def build(self) -> NodeTestContext:
-        ctx = NodeTestContext(open_node_on_files(self._config, self._now), self._config, self._now)
+        ctx = NodeTestContext(open_node_on_files(self._config, self._now, wall_clock=self._wall_clock), self._config,
+                              self._now, self._wall_clock)
         if self._session_ids is not None:
             ctx.node.fetch_sessions._new_id = self._session_ids.__next__
         for name, partitions, configs in self._topics:

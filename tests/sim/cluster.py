@@ -4,6 +4,7 @@ carried out in virtual time, with persists, flushes and snapshot writes that tak
 in a crash and may fail."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import math
@@ -48,6 +49,19 @@ class SimNode:
         drift = sim.rates.clock_drift
         self.clock_rate = 1.0 + (sim.rng.uniform(-drift, drift) if drift else 0.0)
         self.clock_offset = sim.rng.randrange(0, 10**6) if drift else 0
+        # Its wall clock (timestamps only, quorum/wall_clock.py) steps now and then by up to an
+        # hour either way, as NTP or an operator sets it. Timers must not notice. Drawn from a
+        # generator of its own, so that the seeds' other draws stay as they were.
+        wall_rng = random.Random(sim.seed * 1_000_003 + node_id)
+        self.wall_step_at: list[int] = []   # simulation ms of each step
+        self.wall_step_sum: list[int] = []  # the clock's total offset from then on
+        if wall_rng.random() < 0.5:
+            at, total = 0, 0
+            while at < 30_000:
+                at += wall_rng.randrange(500, 6000)
+                total += wall_rng.choice((-1, 1)) * wall_rng.randrange(1000, 3_600_000)
+                self.wall_step_at.append(at)
+                self.wall_step_sum.append(total)
 
     @property
     def up(self) -> bool:
@@ -56,6 +70,11 @@ class SimNode:
     def clock(self) -> int:
         """Now, on this node's clock (ms)."""
         return self.clock_offset + int(self.sim.now * self.clock_rate)
+
+    def wall_clock(self) -> int:
+        """Now, on this node's wall clock (ms): its timer clock plus the steps so far."""
+        steps = bisect.bisect_right(self.wall_step_at, self.sim.now)
+        return self.clock() + (self.wall_step_sum[steps - 1] if steps else 0)
 
     def sim_time(self, node_ms: int) -> int:
         """The first simulation ms at which this node's clock shows at least `node_ms`."""
@@ -74,7 +93,8 @@ class SimNode:
         seed = self.sim.rng.getrandbits(64)
         session_rng = random.Random(seed ^ 0x5EED)
         runtime = NodeRuntime(rng=random.Random(seed), new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF),
-                              raft_config=self.sim.raft, bugs=self.sim.bugs, cluster_id=CLUSTER_ID)
+                              raft_config=self.sim.raft, bugs=self.sim.bugs, cluster_id=CLUSTER_ID,
+                              wall_clock=self.wall_clock)
         # The disk remembers it replaced a lost one (a durable marker, like a data dir formatted
         # to join an existing cluster): groups without a persisted state must catch up before
         # they vote, across restarts too.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import bisect
 import logging
 import random
 import sys
@@ -129,6 +130,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)
     result.faults = sim.fault_log
+    sim.coverage["wall clock steps"] = sum(bisect.bisect_right(sn.wall_step_at, sim.now) for sn in sim.nodes.values())
     result.coverage = sim.coverage
     return result
 
@@ -234,7 +236,7 @@ def _status(sim) -> str:
 COVERAGE_REQUIRED = (
     "elections", "truncations", "snapshot installs", "later snapshot chunks", "lost persists", "pipelined produce",
     "small-size seeds", "file-log seeds", "torn tails", "fsync failures", "rejoins completed",
-    "late answers", "pauses", "drifting clocks", "wire messages", "crashes", "disk losses",
+    "late answers", "pauses", "drifting clocks", "wall clock steps", "wire messages", "crashes", "disk losses",
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
 )
 
