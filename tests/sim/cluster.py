@@ -190,6 +190,9 @@ class Simulation:
         self.events_run = 0
         self.fault_log: list[str] = []
         self.observers: list = []  # called after every event (invariant checks)
+        self._checking = False
+        self._admin_topics: dict = {}
+        self._admin_topics_at = -1
 
     def voters_of(self, topic: str) -> tuple:
         """A group's voters: the seed's placement, all nodes for the metadata, else (a topic an
@@ -203,6 +206,8 @@ class Simulation:
 
     def admin_topics(self) -> dict:
         """Topics created through the controller and not deleted: name -> replicas (any image)."""
+        if self._checking and self._admin_topics_at == self.events_run:
+            return self._admin_topics
         images = [sn.node.plane.image for sn in self.nodes.values() if sn.node is not None and sn.node.plane]
         for image in images:  # a committed deletion is for good, even if the nodes that saw it are down
             self.removed_topic_ids |= image.removed
@@ -212,6 +217,8 @@ class Simulation:
             for topic in image.topics.values():
                 if topic.name not in out and 0 in topic.partitions and topic.topic_id not in removed:
                     out[topic.name] = tuple(topic.partitions[0].replicas)
+        if self._checking:
+            self._admin_topics, self._admin_topics_at = out, self.events_run
         return out
 
     def metadata_groups(self) -> list:
@@ -228,8 +235,10 @@ class Simulation:
             self.now = max(self.now, time_ms)
             getattr(self, "_on_" + kind)(*payload)
             self.events_run += 1
+            self._checking = True  # nothing changes while the checks run: admin_topics() is cached
             for check in self.observers:
                 check(self)
+            self._checking = False
         self.now = max(self.now, end_ms)
 
     def log_fault(self, text: str) -> None:
