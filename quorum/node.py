@@ -41,6 +41,7 @@ from .producer_ids import ProducerIdAllocator
 from .purgatory import Purgatory
 from .raft.persist_gate import Outbox
 from .raft.replication import Replication
+from .raft.truncations import TruncationJob
 from .snapshots.coordination import SnapshotCoordination
 from .wall_clock import WallClock
 
@@ -207,10 +208,21 @@ class Node:
                 if partition is not None:
                     partition.raft.maybe_advance_hw(now_ms)  # fsync_policy=never: at once
 
+    def jobs(self) -> list:
+        """Work for the shell to run off the loop (`job.run()` on a worker thread), then hand
+        back to `on_job_done`: snapshots to write, and followers' truncations."""
+        return self.snapshots.jobs() + self.replication.truncations.jobs()
+
+    def on_job_done(self, job, now_ms: int, error: BaseException | None = None) -> None:
+        self._changes.now_ms = now_ms
+        if isinstance(job, TruncationJob):
+            self.replication.truncation_done(job, error)
+        else:
+            self.snapshots.on_done(job, now_ms, error)
+
     def on_snapshot_done(self, job, now_ms: int, error: BaseException | None = None) -> None:
         """A snapshot job the shell ran (`snapshots.jobs()`) finished."""
-        self._changes.now_ms = now_ms
-        self.snapshots.on_done(job, now_ms, error)
+        self.on_job_done(job, now_ms, error)
 
     def poll(self, now_ms: int) -> list[Completion]:
         changes = self._changes

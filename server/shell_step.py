@@ -14,7 +14,8 @@ field order:
    and answers of the steps behind it until it is durable (quorum/raft/persist_gate.py).
 2. `sends`: requests to peers.
 3. `completions`: answers to parked requests.
-4. `snapshot_jobs`: run each off the loop (`job.run()`), then call `snapshot_done()`.
+4. `snapshot_jobs`: the node's jobs (snapshots to write, followers' truncations): run each off
+   the loop (`job.run()`), then call `snapshot_done()`.
 5. `flush`: flush these (key, log) pairs off the loop, then call `flushed()` with each result.
 6. `wake_at_ms`: call `on_timer()` by then (the node's clock; None: the node has no deadline).
 
@@ -50,15 +51,15 @@ class StepActions:
     persist: dict | None = None                          # GroupKey -> ElectionState
     sends: list = field(default_factory=list)            # Send, to peers
     completions: list = field(default_factory=list)      # Completion, to parked requests
-    snapshot_jobs: list = field(default_factory=list)    # SnapshotJob
+    snapshot_jobs: list = field(default_factory=list)    # SnapshotJob, TruncationJob (node.jobs())
     flush: list | None = None                            # (key, log) pairs
     wake_at_ms: int | None = None
     fatal: Failure | None = None
 
 
 class ShellStep:
-    """`contain`, when given, is called with a description when node.poll, snapshots.jobs or
-    on_snapshot_done raise, and the step goes on (the server logs a core bug and keeps
+    """`contain`, when given, is called with a description when node.poll, node.jobs or
+    node.on_job_done raise, and the step goes on (the server logs a core bug and keeps
     serving); without it the exception propagates (the simulation fails the seed)."""
 
     def __init__(self, node: NodeApi, *, fsync_policy: str, flush_interval_ms: int,
@@ -117,7 +118,7 @@ class ShellStep:
         return self._step(now_ms, want_flush=self.clustered, completions=done)
 
     def snapshot_done(self, job, now_ms: int, error: BaseException | None = None) -> StepActions:
-        self._guard("node.on_snapshot_done failed", self._node.on_snapshot_done, job, now_ms, error)
+        self._guard("node.on_job_done failed", self._node.on_job_done, job, now_ms, error)
         return self._step(now_ms, want_flush=False)
 
     def stop(self) -> None:
@@ -143,7 +144,7 @@ class ShellStep:
             actions.sends = out.sends
             done += out.completions
         actions.completions = done
-        actions.snapshot_jobs = self._guard("node.snapshots.jobs failed", node.snapshots.jobs) or []
+        actions.snapshot_jobs = self._guard("node.jobs failed", node.jobs) or []
         if want_flush:
             self._flush_wanted = True
         actions.flush = self._next_flush(now_ms)

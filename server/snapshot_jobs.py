@@ -1,7 +1,9 @@
-"""Runs the node's KIP-630 snapshot jobs: `job.run()` writes a file, so it gets a worker thread.
+"""Runs the node's jobs off the loop: KIP-630 snapshots to write, and followers' truncations
+(quorum/raft/truncations.py). `job.run()` writes files, so it gets a worker thread.
 
-One job at a time on its own thread, so a large snapshot never delays a group commit. The
-shell's step (shell_step.py) says which jobs are due and hears when one is done.
+Snapshots run one at a time on their own thread, so a large snapshot never delays a group
+commit; truncations on another, so a follower never waits behind a snapshot. The shell's step
+(shell_step.py) says which jobs are due and hears when one is done.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class SnapshotJobRunner:
         self._on_done = on_done
         self._on_requested = on_requested
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-snap")
+        self._other_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-trunc")
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -42,6 +45,9 @@ class SnapshotJobRunner:
             task.add_done_callback(self._tasks.discard)
 
     async def _run(self, job) -> None:
+        if getattr(job, "snapshot_id", None) is None:
+            await self._run_other(job)
+            return
         started = time.perf_counter()
         error: BaseException | None = None
         try:
@@ -58,6 +64,18 @@ class SnapshotJobRunner:
             log.info("snapshot written", key=str(job.key), snapshot_id=str(job.snapshot_id),
                      seconds=round(time.perf_counter() - started, 3))
         self._on_done(job, error)  # the step tells the node, and hands out what is due now
+
+    async def _run_other(self, job) -> None:
+        """A follower's truncation: no snapshot metrics."""
+        started = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._other_pool, job.run)
+        except Exception as e:
+            error = e
+        log.info("truncation prepared", key=str(job.key), offset=getattr(job, "offset", None),
+                 seconds=round(time.perf_counter() - started, 3), error=repr(error) if error else None)
+        self._on_done(job, error)
 
     def request(self, params: dict) -> tuple[int, dict]:
         """POST /admin/snapshot?topic=T&partition=P (`kraftd snapshot create`)."""
@@ -76,3 +94,4 @@ class SnapshotJobRunner:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._pool.shutdown(wait=False)
+        self._other_pool.shutdown(wait=False)

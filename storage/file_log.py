@@ -38,6 +38,7 @@ from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
 from .producer_state import ProducerStateTable
+from .truncation import TruncationPlan, producer_state_of
 from .segment import LogSegment
 
 __all__ = ["FileLog"]
@@ -252,24 +253,63 @@ class FileLog(PartitionLog):
 
     # -- truncation, log start, retention -----------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        if offset >= self._leo:
+        where = self._truncation_point(offset)
+        if where is None:
             return
+        i, pos = where
+        # A mapped file is never ftruncated (in-flight regions may point into it): copy the kept
+        # prefix to a new file and rename it over the old name.
+        self._install_truncated(i, self._segments[i].copy_prefix(pos, use_mmap=self.use_mmap))
+        self._rebuild_producer_state()
+
+    def plan_truncation(self, offset: int) -> TruncationPlan | None:
+        """truncate_to(offset) in two parts (storage/truncation.py) when it must copy part of a
+        segment; None when it is cheap (nothing to cut, a whole-log reset): then truncate_to."""
+        if offset >= self._leo or offset <= self._log_start:
+            return None
+        i = bisect.bisect_right(self._bases, offset) - 1
+        pos, h = self._segments[i].lookup(offset)
+        if h is not None and h.base_offset <= self._log_start:
+            return None
+        return TruncationPlan(self, i, offset, pos)
+
+    def commit_truncation(self, plan: TruncationPlan) -> bool:
+        """Swap in what `plan.run()` prepared, if the log did not change since the plan was made
+        (no append, truncation, log-start move); False (and the copy discarded) otherwise."""
+        i = plan.index
+        if (not plan.ready or plan.generation != self._generation or plan.log_end != self._leo
+                or i >= len(self._segments) or self._segments[i] is not plan.source
+                or plan.log_start != self._log_start):
+            plan.discard()
+            return False
+        seg = plan.segment
+        seg.renamed_into_place()
+        self._install_truncated(i, seg)
+        self.producer_state = plan.producer_state
+        return True
+
+    def _truncation_point(self, offset: int) -> tuple[int, int] | None:
+        """(segment index, position) to cut at; None when truncate_to is done (nothing to cut,
+        or the whole log was reset)."""
+        if offset >= self._leo:
+            return None
         if offset <= self._log_start:
             self.truncate_fully_and_start_at(offset)
-            return
+            return None
         i = bisect.bisect_right(self._bases, offset) - 1
         pos, h = self._segments[i].lookup(offset)
         if h is not None and h.base_offset <= self._log_start:
             # The batch holding `offset` starts below the log start: nothing visible remains.
             self.truncate_fully_and_start_at(self._log_start)
-            return
-        for seg in self._segments[i + 1:]:
-            seg.delete()
+            return None
+        return i, pos
+
+    def _install_truncated(self, i: int, seg: LogSegment) -> None:
+        """Segment i is now `seg` (its kept prefix, under the segment's name); later ones go."""
+        for later in self._segments[i + 1:]:
+            later.delete()
         del self._segments[i + 1:], self._bases[i + 1:]
         old = self._segments[i]
-        # A mapped file is never ftruncated (in-flight regions may point into it): copy the kept
-        # prefix to a new file and rename it over the old name.
-        seg = old.copy_prefix(pos, use_mmap=self.use_mmap)
         self._segments[i] = seg
         new_leo = seg.next_offset
         fsync_dir(self.dir)
@@ -282,7 +322,6 @@ class FileLog(PartitionLog):
         self._write_recovery_point(self._flushed, clean=False, durable=True)
         self.epoch_cache.truncate_from_end(new_leo)
         self.epoch_cache.write_checkpoint()  # truncations are rare: durable at once
-        self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
@@ -562,12 +601,7 @@ class FileLog(PartitionLog):
             self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
-        self.producer_state = ProducerStateTable()
-        for i, seg in enumerate(self._segments):
-            if i + 1 < len(self._bases) and self._bases[i + 1] <= self._log_start:
-                continue  # wholly below the log start
-            pos = seg.lookup(self._log_start)[0] if seg.base_offset < self._log_start else 0
-            self._update_producers(h for _, h in seg.iter_headers(pos))
+        self.producer_state = producer_state_of(self._segments, self._log_start)
 
     def _read_recovery_point(self) -> tuple[int, bool]:
         try:

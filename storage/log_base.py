@@ -15,7 +15,7 @@ from ..protocol.records import (BatchHeader, crc_ok, iter_batch_headers, patch_b
 
 from .errors import NonContiguousAppendError
 from .leader_epoch_cache import LeaderEpochCache
-from .producer_state import BatchMetadata, ProducerStateTable, last_sequence_of
+from .producer_state import ProducerStateTable, update_producers
 
 __all__ = ["AppendResult", "ReadResult", "Region", "PartitionLog", "RecoveryReport"]
 
@@ -170,12 +170,7 @@ class PartitionLog(abc.ABC):
 
     def _update_producers(self, headers) -> None:
         """Idempotent-producer state follows every appended (or recovered) batch."""
-        producers = self.producer_state
-        for h in headers:
-            if h.producer_id >= 0:
-                batch = BatchMetadata(h.base_sequence, last_sequence_of(h.base_sequence, h.last_offset_delta),
-                                      h.base_offset, h.last_offset, h.max_timestamp)
-                producers.update(h.producer_id, h.producer_epoch, batch, is_control=h.is_control)
+        update_producers(self.producer_state, headers)
 
     @abc.abstractmethod
     def _store(self, buf, placed: list[tuple[int, BatchHeader]], *, replicated: bool = False) -> None:

@@ -14,7 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["ProducerStatus", "BatchMetadata", "ProducerEntry", "ProducerStateTable", "SequenceCheck"]
+__all__ = ["ProducerStatus", "BatchMetadata", "ProducerEntry", "ProducerStateTable", "SequenceCheck",
+           "update_producers"]
 
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
@@ -224,6 +225,15 @@ class ProducerStateTable:
             if entry.last_seen_ms < 0:
                 table._touched.add(int(pid))  # active before the shutdown: stamped at the next check
         return table
+
+
+def update_producers(table: ProducerStateTable, headers) -> None:
+    """Follow batches (record batch headers, in log order) into `table`."""
+    for h in headers:
+        if h.producer_id >= 0:
+            batch = BatchMetadata(h.base_sequence, last_sequence_of(h.base_sequence, h.last_offset_delta),
+                                  h.base_offset, h.last_offset, h.max_timestamp)
+            table.update(h.producer_id, h.producer_epoch, batch, is_control=h.is_control)
 
 
 def last_sequence_of(base_sequence: int, last_offset_delta: int) -> int:

@@ -84,10 +84,10 @@ def _close_fd(fd: int) -> None:
 
 class LogSegment:
     def __init__(self, directory: str, base_offset: int, *, create: bool = False,
-                 index_interval_bytes: int = 4096, use_mmap: bool = True):
+                 index_interval_bytes: int = 4096, use_mmap: bool = True, path: str | None = None):
         self.directory = directory
         self.base_offset = base_offset
-        self.path = segment_path(directory, base_offset)
+        self.path = path or segment_path(directory, base_offset)  # `path`: a file to be renamed into place
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
         # Closed when the last reference (the log or an in-flight FileRegion) goes away, so a
@@ -377,6 +377,30 @@ class LogSegment:
         """A new, active segment holding bytes [0, pos) under this segment's file name.
         The old file is replaced by rename, never truncated (it may be mapped)."""
         tmp = self.path + ".trunc"
+        self._copy_to(tmp, pos)
+        os.replace(tmp, self.path)
+        seg = LogSegment(self.directory, self.base_offset,
+                         index_interval_bytes=self.index_interval_bytes, use_mmap=use_mmap)
+        seg.recover(check_crc=False)
+        return seg
+
+    def copy_prefix_aside(self, pos: int, *, use_mmap: bool) -> "LogSegment":
+        """The first half of copy_prefix, safe on any thread (bytes [0, pos) never change): a
+        segment holding them in `<name>.log.trunc`, durable and scanned, for `renamed_into_place`."""
+        tmp = self.path + ".trunc"
+        self._copy_to(tmp, pos)
+        seg = LogSegment(self.directory, self.base_offset, index_interval_bytes=self.index_interval_bytes,
+                         use_mmap=use_mmap, path=tmp)
+        seg.recover(check_crc=False)
+        return seg
+
+    def renamed_into_place(self) -> None:
+        """A segment made by copy_prefix_aside replaces the file of its base offset (by rename)."""
+        final = segment_path(self.directory, self.base_offset)
+        os.replace(self.path, final)
+        self.path = final
+
+    def _copy_to(self, tmp: str, pos: int) -> None:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             copied = 0
@@ -388,11 +412,6 @@ class LogSegment:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, self.path)
-        seg = LogSegment(self.directory, self.base_offset,
-                         index_interval_bytes=self.index_interval_bytes, use_mmap=use_mmap)
-        seg.recover(check_crc=False)
-        return seg
 
     def delete(self) -> None:
         for suffix in (".log", ".index", ".timeindex"):

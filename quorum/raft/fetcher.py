@@ -65,14 +65,14 @@ class FetchStream:
         candidates, self.changed = self.changed, set()
         forgotten: list = []
         if full:
-            # Paused partitions (fetching a snapshot) are left out.
-            changed = {k: _position(g) for k, g in self.groups.items() if g.downloading is None}
+            # Paused partitions (fetching a snapshot, truncating) are left out.
+            changed = {k: _position(g) for k, g in self.groups.items() if not g.fetch_paused}
             self.sent = dict(changed)
         else:
             changed = {}
             for key in candidates:
                 group = self.groups.get(key)
-                if group is None or group.downloading is not None:
+                if group is None or group.fetch_paused:
                     if self.sent.pop(key, None) is not None:
                         forgotten.append(key)
                     continue
@@ -87,7 +87,7 @@ class FetchStream:
         forgotten_by_topic: dict = {}
         for topic, index in sorted(forgotten):
             forgotten_by_topic.setdefault(topic, []).append(index)
-        self.named_none = all(g.downloading is not None for g in self.groups.values())
+        self.named_none = all(g.fetch_paused for g in self.groups.values())
         self.in_flight = True
         self.requests += 1
         return FetchRequest(
@@ -188,8 +188,9 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
         offset = min(theirs.end_offset, ours_end) if ours_epoch == theirs.epoch else ours_end
         offset = max(offset, log_.log_start_offset)
         group.check_truncation(offset)
-        log_.truncate_to(offset)
-        env.truncated(group)
+        if not env.start_truncation(group, offset):  # a job off the loop (truncations.py), or now:
+            log_.truncate_to(offset)
+            env.truncated(group)
         return True
     if data.snapshot_id.end_offset >= 0:
         group.catch_up.caught_up_once(data.high_watermark, now_ms)  # notes the leader's HW (disk-loss rule)

@@ -40,6 +40,7 @@ class RaftGroup:
         self.timing = ElectionTiming(self)
         self.timer_ms = -1
         self.downloading = None  # a SnapshotDownload while fetching is paused for one
+        self.truncating = None   # a TruncationJob while fetching is paused for one
         self.catch_up = FollowerCatchUp(self)
         self.election_started_ms = -1  # when this group began looking for a leader (metrics)
         self.discovery_probe = -1      # an observer's next voter to ask for the leader
@@ -53,6 +54,11 @@ class RaftGroup:
     def leader_id(self) -> int:
         """The leader of this epoch as far as we know; none once we resigned ourselves."""
         return self.state.leader_id if self.role.names_leader else NO_NODE
+
+    @property
+    def fetch_paused(self) -> bool:
+        """Not fetching for now: downloading a snapshot, or truncating off the loop."""
+        return self.downloading is not None or self.truncating is not None
 
     @property
     def is_leader(self) -> bool:

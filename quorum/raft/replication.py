@@ -27,6 +27,7 @@ from .persist_gate import Outbox, PersistGate
 from .quorum_asks import QuorumAsks
 from .snapshot_download import SnapshotDownloads
 from .timers import GroupTimers
+from .truncations import Truncations
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Replication:
         self.asks = QuorumAsks(node_id, cluster_id, self.groups)
         self.streams = FetchStreams(node_id)
         self.downloads = SnapshotDownloads()
+        self.truncations = Truncations()
         self.sessions = FollowerSessions()
         self.in_flight = InFlightRequests(rng.randrange(1, 1 << 30), config.request_timeout_ms)
         self._topic_ids: dict = {}
@@ -78,6 +80,7 @@ class Replication:
         self.gate.unmark(key)
         self.streams.remove(group)
         self.downloads.cancel(key)
+        self.truncations.cancel(key)
         group.delete()
 
     # -- the groups' environment (GroupEnv), and the fetch path's ----------------------------------
@@ -96,6 +99,7 @@ class Replication:
     def unfollow(self, group: RaftGroup, leader_id: int) -> None:
         self.streams.unfollow(group, leader_id)
         self.downloads.cancel(group.key)
+        self.truncations.cancel(group.key)
 
     def last_heard_from(self, leader_id: int) -> int:
         return self.streams.last_heard_from(leader_id)
@@ -136,6 +140,19 @@ class Replication:
         if stream is not None:
             stream.unflushed.discard(group.key)
         self.hooks.follower_truncated(group.partition)
+
+    def start_truncation(self, group: RaftGroup, offset: int) -> bool:
+        """Truncate off the loop (truncations.py); False: the caller truncates now."""
+        if not self.truncations.start(group, offset):
+            return False
+        self.position_changed(group)  # paused: it leaves the fetch session
+        return True
+
+    def truncation_done(self, job, error: BaseException | None) -> None:
+        if self.truncations.done(job, error):
+            self.truncated(job.group)
+        if self.groups.get(job.key) is job.group:
+            self.position_changed(job.group)  # fetching resumes
 
     def log_start_moved(self, group: RaftGroup) -> None:
         self.hooks.partition_changed(group.partition, hw=False)

@@ -223,6 +223,12 @@ class FakeNode:
     def on_snapshot_done(self, job, now_ms: int, error=None) -> None:
         self.snapshots_done.append((job, error))
 
+    def jobs(self) -> list:
+        return self.snapshot_jobs()
+
+    def on_job_done(self, job, now_ms: int, error=None) -> None:
+        self.on_snapshot_done(job, now_ms, error)
+
     def snapshot_stats(self) -> list[dict]:
         return [{"topic": "kv", "partition": 0, "lag": 5, "size_bytes": 100,
                  "latest": None, "load_ms": 12.0}]

@@ -17,6 +17,9 @@ class OutboxNode:
 
     snapshots = SimpleNamespace(jobs=lambda: [])
 
+    def jobs(self):
+        return []
+
     def poll(self, now_ms):
         return []
 

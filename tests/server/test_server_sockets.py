@@ -66,7 +66,10 @@ async def test_slow_reader_bounds_server_buffering():
     (conn,) = conns
     buffered = conn._transport.get_write_buffer_size()
     assert len(d.frames) < count // 4, "the server kept producing responses nobody reads"
-    assert buffered <= connmod.WRITE_HIGH_WATER + 2 * size
+    # Responses are written once WRITE_HIGH_WATER of them is ready, and writing pauses once the
+    # transport holds more than WRITE_HIGH_WATER: what the kernel took decides whether the first
+    # such write pauses or a second one goes first (seen on a busy machine: 2.0 MiB).
+    assert buffered <= 2 * connmod.WRITE_HIGH_WATER + size
     # Now drain: every response arrives, complete and in order.
     for _ in range(count):
         body = await asyncio.wait_for(read_frame(reader), 10)

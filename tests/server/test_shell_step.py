@@ -23,6 +23,9 @@ class StepNode:
         self.deadline: int | None = None
         self.snapshots = SimpleNamespace(jobs=lambda: [])
 
+    def jobs(self):
+        return self.snapshots.jobs()
+
     def poll(self, now_ms):
         return []
 

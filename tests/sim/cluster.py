@@ -21,6 +21,7 @@ from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
+from kraftd.quorum.raft.truncations import TruncationJob
 from kraftd.server.shell_step import ShellStep, StepActions
 
 from .faults import MOMENT_CRASHES_MAX
@@ -462,6 +463,18 @@ class Simulation:
         if self._paused(sn, "snapshot", node_id, incarnation, job):
             return
         job.run()
+        if isinstance(job, TruncationJob):
+            # The copy is made; the loop hears of it later: the log may change meanwhile.
+            self.at(self.now + max(1, self.rates.fsync_ms), "job_done", node_id, incarnation, job)
+            return
+        self.carry_out(sn, sn.step.snapshot_done(job, sn.clock()))
+
+    def _on_job_done(self, node_id: int, incarnation: int, job) -> None:
+        sn = self.nodes[node_id]
+        if sn.node is None or sn.incarnation != incarnation:
+            return  # crashed before the commit: the next open removes the .trunc copy
+        if self._paused(sn, "job_done", node_id, incarnation, job):
+            return
         self.carry_out(sn, sn.step.snapshot_done(job, sn.clock()))
 
     def discard(self) -> None:

@@ -234,7 +234,7 @@ def _status(sim) -> str:
 # What must happen in a run of many seeds for it to prove anything (issue 22): each fault class
 # and protocol event, at least once per 50 seeds on average.
 COVERAGE_REQUIRED = (
-    "elections", "truncations", "snapshot installs", "later snapshot chunks", "lost persists", "pipelined produce",
+    "elections", "truncations", "truncation jobs", "snapshot installs", "later snapshot chunks", "lost persists", "pipelined produce",
     "small-size seeds", "file-log seeds", "torn tails", "fsync failures", "rejoins completed",
     "late answers", "pauses", "drifting clocks", "wall clock steps", "wire messages", "crashes", "disk losses",
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",

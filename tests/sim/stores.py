@@ -141,6 +141,21 @@ class TrackedFileLog(FileLog):
         if offset < self.log_end_offset and self.coverage is not None:
             self.coverage["truncations"] += 1
         super().truncate_to(offset)
+        self._truncated()
+
+    def commit_truncation(self, plan) -> bool:
+        """The second half of a truncation off the loop (storage/truncation.py)."""
+        if not super().commit_truncation(plan):
+            if self.coverage is not None:
+                self.coverage["truncation jobs discarded"] += 1
+            return False
+        if self.coverage is not None:
+            self.coverage["truncations"] += 1
+            self.coverage["truncation jobs"] += 1
+        self._truncated()
+        return True
+
+    def _truncated(self) -> None:
         if self._segments:  # the cut segment was rewritten and fsynced
             last = self._segments[-1]
             self.durable[last.path] = last.size
