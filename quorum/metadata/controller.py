@@ -52,16 +52,23 @@ class Controller:
         return self.partition.log.log_end_offset
 
     def commit_results(self, records: list, response, results: list, timeout_ms: int, now_ms: int):
-        """Append `records` and answer `response` once they commit; on failure every result
-        that had succeeded gets the error (CreateTopics, DeleteTopics)."""
-        if not records:
-            return Respond(response)
-        end = self.append(records, now_ms)
+        """Append `records` and answer `response` once they commit (CreateTopics, DeleteTopics).
+
+        The results were read from the working image, which holds this controller's appends
+        that have not committed yet: a TOPIC_ALREADY_EXISTS or UNKNOWN_TOPIC_OR_PARTITION may
+        rest on a creation or deletion (a retried or duplicated request's first copy) that a
+        leader change will still truncate. So even a request that writes nothing is answered
+        only once everything appended before it has committed (Kafka's controller waits for
+        its highest pending offset the same way), and on failure every result gets the error,
+        not only those that had succeeded."""
+        end = self.append(records, now_ms) if records else self.partition.log.log_end_offset
+        if end <= self.partition.high_watermark:
+            return Respond(response)  # it read only committed state
 
         def fail(error):
             for result in results:
-                if result.error_code == 0:
-                    result.error_code = error
+                result.error_code = error
+                result.error_message = None
 
         return self.park(response, end, fail, timeout_ms, now_ms)
 
