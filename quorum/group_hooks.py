@@ -62,8 +62,8 @@ class GroupHooks:
     def begin_snapshot_download(self, partition: Partition, snapshot_id):
         return partition.snapshots.store.begin_download(snapshot_id)
 
-    def install_snapshot(self, partition: Partition, snapshot_id, now_ms: int) -> None:
-        self._snapshots.install(partition, snapshot_id)
+    def install_snapshot(self, partition: Partition, snapshot_id, now_ms: int, prepared=None) -> None:
+        self._snapshots.install(partition, snapshot_id, prepared)
         self._changes.appended(partition)
         if self.on_installed is not None:
             self.on_installed(partition, now_ms)

@@ -41,6 +41,7 @@ from .producer_ids import ProducerIdAllocator
 from .purgatory import Purgatory
 from .raft.persist_gate import Outbox
 from .raft.replication import Replication
+from .raft.snapshot_installs import InstallJob
 from .raft.truncations import TruncationJob
 from .snapshots.coordination import SnapshotCoordination
 from .wall_clock import WallClock
@@ -210,13 +211,15 @@ class Node:
 
     def jobs(self) -> list:
         """Work for the shell to run off the loop (`job.run()` on a worker thread), then hand
-        back to `on_job_done`: snapshots to write, and followers' truncations."""
-        return self.snapshots.jobs() + self.replication.truncations.jobs()
+        back to `on_job_done`: snapshots to write, followers' truncations and installs."""
+        return self.snapshots.jobs() + self.replication.follower_jobs()
 
     def on_job_done(self, job, now_ms: int, error: BaseException | None = None) -> None:
         self._changes.now_ms = now_ms
         if isinstance(job, TruncationJob):
             self.replication.truncation_done(job, error)
+        elif isinstance(job, InstallJob):
+            self.replication.install_done(job, error, now_ms)
         else:
             self.snapshots.on_done(job, now_ms, error)
 

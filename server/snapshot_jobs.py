@@ -1,8 +1,9 @@
 """Runs the node's jobs off the loop: KIP-630 snapshots to write, and followers' truncations
-(quorum/raft/truncations.py). `job.run()` writes files, so it gets a worker thread.
+and snapshot installs (quorum/raft/truncations.py, snapshot_installs.py). `job.run()` writes files, so it gets a worker thread.
 
 Snapshots run one at a time on their own thread, so a large snapshot never delays a group
-commit; truncations on another, so a follower never waits behind a snapshot. The shell's step
+commit; followers' truncations and snapshot installs on another, so that a follower never
+waits behind a snapshot being written. The shell's step
 (shell_step.py) says which jobs are due and hears when one is done.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ class SnapshotJobRunner:
             task.add_done_callback(self._tasks.discard)
 
     async def _run(self, job) -> None:
-        if getattr(job, "snapshot_id", None) is None:
+        if getattr(job, "follower_job", False):
             await self._run_other(job)
             return
         started = time.perf_counter()
@@ -66,14 +67,14 @@ class SnapshotJobRunner:
         self._on_done(job, error)  # the step tells the node, and hands out what is due now
 
     async def _run_other(self, job) -> None:
-        """A follower's truncation: no snapshot metrics."""
+        """A follower's truncation or snapshot install: no snapshot-writing metrics."""
         started = time.perf_counter()
         error: BaseException | None = None
         try:
             await asyncio.get_running_loop().run_in_executor(self._other_pool, job.run)
         except Exception as e:
             error = e
-        log.info("truncation prepared", key=str(job.key), offset=getattr(job, "offset", None),
+        log.info("follower job ran", job=type(job).__name__, key=str(job.key),
                  seconds=round(time.perf_counter() - started, 3), error=repr(error) if error else None)
         self._on_done(job, error)
 

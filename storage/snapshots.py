@@ -149,6 +149,13 @@ class PartialSnapshot:
         self._file.write(data)
 
     def complete(self, expected_size: int) -> str:
+        self.validate(expected_size)
+        return self.publish()
+
+    def validate(self, expected_size: int) -> None:
+        """The slow half of complete() (any thread; it touches only the `.part` file): fsync,
+        check the announced size, check every CRC, the header and the footer. On failure the
+        file is removed and the error raised."""
         try:
             self._file.flush()
             os.fsync(self._file.fileno())
@@ -159,6 +166,13 @@ class PartialSnapshot:
             with open(self.part_path, "rb") as f:  # mapped, not read: snapshots can be large
                 buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
             _validated_batches(self.part_path, memoryview(buf))
+        except BaseException:
+            self.abort()
+            raise
+
+    def publish(self) -> str:
+        """The other half (the loop): rename the validated file into place and register it."""
+        try:
             os.replace(self.part_path, self.path)
             fsync_dir(self.store.dir)
         except BaseException:

@@ -41,6 +41,7 @@ class RaftGroup:
         self.timer_ms = -1
         self.downloading = None  # a SnapshotDownload while fetching is paused for one
         self.truncating = None   # a TruncationJob while fetching is paused for one
+        self.installing = None   # an InstallJob (a downloaded snapshot) while fetching is paused
         self.catch_up = FollowerCatchUp(self)
         self.election_started_ms = -1  # when this group began looking for a leader (metrics)
         self.discovery_probe = -1      # an observer's next voter to ask for the leader
@@ -57,8 +58,8 @@ class RaftGroup:
 
     @property
     def fetch_paused(self) -> bool:
-        """Not fetching for now: downloading a snapshot, or truncating off the loop."""
-        return self.downloading is not None or self.truncating is not None
+        """Not fetching for now: downloading or installing a snapshot, or truncating."""
+        return self.downloading is not None or self.truncating is not None or self.installing is not None
 
     @property
     def is_leader(self) -> bool:

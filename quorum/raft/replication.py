@@ -26,6 +26,7 @@ from .in_flight import Call, InFlight, InFlightRequests
 from .persist_gate import Outbox, PersistGate
 from .quorum_asks import QuorumAsks
 from .snapshot_download import SnapshotDownloads
+from .snapshot_installs import SnapshotInstalls
 from .timers import GroupTimers
 from .truncations import Truncations
 
@@ -51,6 +52,7 @@ class Replication:
         self.streams = FetchStreams(node_id)
         self.downloads = SnapshotDownloads()
         self.truncations = Truncations()
+        self.installs = SnapshotInstalls()
         self.sessions = FollowerSessions()
         self.in_flight = InFlightRequests(rng.randrange(1, 1 << 30), config.request_timeout_ms)
         self._topic_ids: dict = {}
@@ -81,6 +83,7 @@ class Replication:
         self.streams.remove(group)
         self.downloads.cancel(key)
         self.truncations.cancel(key)
+        self.installs.cancel(key)
         group.delete()
 
     # -- the groups' environment (GroupEnv), and the fetch path's ----------------------------------
@@ -100,6 +103,7 @@ class Replication:
         self.streams.unfollow(group, leader_id)
         self.downloads.cancel(group.key)
         self.truncations.cancel(group.key)
+        self.installs.cancel(group.key)
 
     def last_heard_from(self, leader_id: int) -> int:
         return self.streams.last_heard_from(leader_id)
@@ -153,6 +157,26 @@ class Replication:
             self.truncated(job.group)
         if self.groups.get(job.key) is job.group:
             self.position_changed(job.group)  # fetching resumes
+
+    def start_install(self, download) -> None:
+        """A snapshot is downloaded: install it through a job (snapshot_installs.py)."""
+        self.installs.start(download)
+        self.position_changed(download.group)  # still paused
+
+    def install_done(self, job, error: BaseException | None, now_ms: int) -> None:
+        group = job.group
+        if self.installs.done(job, error):
+            group.check_truncation(job.snapshot_id.end_offset)  # the log restarts at the snapshot's end
+            self.hooks.install_snapshot(group.partition, job.snapshot_id, now_ms, job.prepared)
+            # An idle partition's later fetches may bring no answer for it: the disk-loss rule
+            # checks here whether the snapshot already covers the leader's HW.
+            group.catch_up.caught_up_once(-1, now_ms)
+        if self.groups.get(job.key) is group:
+            self.position_changed(group)  # fetching resumes
+
+    def follower_jobs(self) -> list:
+        """Truncations and snapshot installs for the shell to run off the loop."""
+        return self.truncations.jobs() + self.installs.jobs()
 
     def log_start_moved(self, group: RaftGroup) -> None:
         self.hooks.partition_changed(group.partition, hw=False)

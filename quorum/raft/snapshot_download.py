@@ -98,15 +98,5 @@ class SnapshotDownloads:
             return
         del self.by_key[d.key]
         group.downloading = None
-        try:
-            d.part.complete(d.size)
-        except Exception as exc:  # a corrupt or short file: drop it and fetch again
-            log.warning("%s-%d: downloaded snapshot %s is invalid (%s); fetching again", *d.key, d.snapshot_id, exc)
-            d.part.abort()
-            return
         self.completed += 1
-        group.check_truncation(d.snapshot_id.end_offset)  # installing restarts the log at the snapshot's end
-        env.hooks.install_snapshot(group.partition, d.snapshot_id, now_ms)
-        # An idle partition's later fetches may bring no answer for it: the disk-loss rule checks
-        # here whether the snapshot already covers the leader's HW.
-        group.catch_up.caught_up_once(-1, now_ms)
+        env.start_install(d)  # validated, decoded and installed off the loop (snapshot_installs.py)

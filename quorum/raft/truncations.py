@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, eq=False)
 class TruncationJob:
+    follower_job: ClassVar[bool] = True  # the shell runs it beside snapshot writes, not behind them
     group: object
     key: tuple
     epoch: int

@@ -101,12 +101,13 @@ class SnapshotCoordination:
             if at is not None:
                 snapshots.store.delete_older_than(at)
 
-    def install(self, partition: Partition, snapshot_id) -> None:
-        """A downloaded snapshot is in place: the log restarts at its end, the state is loaded."""
+    def install(self, partition: Partition, snapshot_id, prepared=None) -> None:
+        """A downloaded snapshot is in place: the log restarts at its end, the state is loaded
+        (`prepared`: decoded already, off the loop)."""
         snapshots = partition.snapshots
         partition.log.truncate_fully_and_start_at(snapshot_id.end_offset)
         partition.log.epoch_cache.assign(snapshot_id.epoch, snapshot_id.end_offset)
-        snapshots.load()
+        snapshots.load(prepared)
         if snapshot_id.end_offset > partition.high_watermark:
             partition.set_high_watermark(snapshot_id.end_offset)
         partition.after_log_start_moved()

@@ -75,10 +75,14 @@ class PartitionSnapshots:
             self.store.delete_older_than(latest)  # the earliest snapshot sits at the log start
         return removed
 
-    def load(self) -> None:
-        """The state from the latest snapshot; the log tail is applied by catch_up()."""
+    def load(self, prepared=None) -> None:
+        """The state from the latest snapshot (decoded already: `prepared`, a PreparedState);
+        the log tail is applied by catch_up()."""
         latest = self.store.latest()
         if latest is None:
+            return
+        if prepared is not None:
+            self.machine.install(prepared, latest.end_offset)
             return
         with self.store.reader(latest) as reader:
             self.machine.load(reader.items(), latest.end_offset, reader.last_contained_log_timestamp)

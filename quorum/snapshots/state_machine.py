@@ -23,11 +23,14 @@ class KeyValueStateMachine:
         self.recent: set | None = None      # every key touched while a snapshot is being written
 
     def load(self, items, end_offset: int, last_timestamp: int) -> None:
-        with _collector_paused():
-            self.state = dict(items)
+        self.install(PreparedState.of(items, last_timestamp), end_offset)
+
+    def install(self, prepared: "PreparedState", end_offset: int) -> None:
+        """The state a PreparedState decoded (perhaps on another thread), as of `end_offset`."""
+        self.state = prepared.state
         self.applied_offset = end_offset
-        self.last_timestamp = last_timestamp
-        self.set_baseline(self.state.copy())
+        self.last_timestamp = prepared.last_timestamp
+        self.set_baseline(prepared.baseline)
 
     def set_baseline(self, content: dict, touched_since=()) -> None:
         self.baseline = content
@@ -88,6 +91,23 @@ class KeyValueStateMachine:
         if record.key is None:
             return None
         return ((record.key, record.value),)
+
+
+class PreparedState:
+    """A snapshot's records decoded into a state and its baseline copy: the slow part of a
+    load, which a follower installing a downloaded snapshot does on a worker thread."""
+
+    __slots__ = ("state", "baseline", "last_timestamp")
+
+    def __init__(self, state: dict, last_timestamp: int) -> None:
+        self.state = state
+        self.baseline = state.copy()
+        self.last_timestamp = last_timestamp
+
+    @classmethod
+    def of(cls, items, last_timestamp: int) -> "PreparedState":
+        with _collector_paused():
+            return cls(dict(items), last_timestamp)
 
 
 @contextmanager

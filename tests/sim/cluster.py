@@ -21,7 +21,6 @@ from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
-from kraftd.quorum.raft.truncations import TruncationJob
 from kraftd.server.shell_step import ShellStep, StepActions
 
 from .faults import MOMENT_CRASHES_MAX
@@ -463,8 +462,9 @@ class Simulation:
         if self._paused(sn, "snapshot", node_id, incarnation, job):
             return
         job.run()
-        if isinstance(job, TruncationJob):
-            # The copy is made; the loop hears of it later: the log may change meanwhile.
+        if getattr(job, "follower_job", False):
+            # A truncation's copy or an install's decoded state is ready; the loop hears of it
+            # later: the log and the group may change meanwhile.
             self.at(self.now + max(1, self.rates.fsync_ms), "job_done", node_id, incarnation, job)
             return
         self.carry_out(sn, sn.step.snapshot_done(job, sn.clock()))

@@ -242,7 +242,11 @@ class RaftTestContext:
 
     # -- time and the shell's part -----------------------------------------------------------
     def poll(self) -> None:
-        """One turn of a shell: flush logs (group commit), poll the core, persist, then send."""
+        """One turn of a shell: run the followers' jobs (truncations, snapshot installs: a worker
+        thread's in the server) unless `hold_follower_jobs`, flush logs (group commit), poll the
+        core, persist, then send."""
+        if not self.hold_follower_jobs:
+            self.run_follower_jobs()
         for key, partition_log in self.node.logs_to_flush():
             self._collect(self.node.on_flushed(key, partition_log.flush(), self.now_ms))
         self._collect(self.node.poll(self.now_ms))
@@ -251,6 +255,19 @@ class RaftTestContext:
     def advance(self, ms: int) -> None:
         self.now_ms += ms
         self.poll()
+
+    hold_follower_jobs = False  # True: jobs wait for run_follower_jobs() (a test of the pause)
+
+    def run_follower_jobs(self) -> int:
+        jobs = self.node.replication.follower_jobs()
+        for job in jobs:
+            error = None
+            try:
+                job.run()
+            except Exception as exc:  # as the shell's runner: the node hears of the failure
+                error = exc
+            self.node.on_job_done(job, self.now_ms, error)
+        return len(jobs)
 
     def ms_until_sent(self, api_key: int, limit_ms: int, step_ms: int = 1) -> int | None:
         """Advance in steps until the node sends `api_key`; how long that took (None: never)."""
