@@ -47,7 +47,8 @@ from typing import Iterable, Iterator
 from ..protocol.records import BatchHeader, check_records, decode_records
 
 from .forced_recovery import DISCARDED_PREFIX
-from .file_log import EPOCH_CHECKPOINT_FILE, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE, RECOVERY_POINT_FILE
+from .file_log import (EPOCH_CHECKPOINT_FILE, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE, RECOVERY_POINT_FILE,
+                       RETAINED_PRODUCERS_FILE)
 from .replication_offset_checkpoint import (REPLICATION_OFFSET_CHECKPOINT_FILE, CheckpointFormatError,
                                             read_replication_offsets)
 from .segment_files import ScannedBatch, SegmentScan, list_segments, read_file, scan_segment
@@ -233,8 +234,9 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
     _check_epoch_checkpoint(directory, name, scans, log_start, log_end, rp, out)
     _check_snapshots(directory, name, files, out, check_record_contents)
     _check_leftovers(directory, name, files, out)
-    if PRODUCER_SNAPSHOT_FILE in files:
-        _check_json(os.path.join(directory, PRODUCER_SNAPSHOT_FILE), name, out)
+    for state_file in (PRODUCER_SNAPSHOT_FILE, RETAINED_PRODUCERS_FILE):
+        if state_file in files:
+            _check_json(os.path.join(directory, state_file), name, out)
     if hw is not None and hw > log_end:
         out.append(Finding("high-watermark", scans[-1].path if scans else directory,
                            f"the log ends at offset {log_end}, below the high watermark {hw} in "

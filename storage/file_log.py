@@ -38,7 +38,7 @@ from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
 from .producer_state import ProducerStateTable
-from .truncation import TruncationPlan, producer_state_of
+from .truncation import TruncationPlan
 from .segment import LogSegment
 
 __all__ = ["FileLog"]
@@ -50,6 +50,7 @@ DELETE_SUFFIX = "-delete"  # a deleted partition's directory, until it is remove
 RECOVERY_POINT_FILE = "recovery-point"
 EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 PRODUCER_SNAPSHOT_FILE = "producer-state.json"
+RETAINED_PRODUCERS_FILE = "producer-state-below-log-start.json"  # see PartitionLog._retained
 _RP = struct.Struct(">qBI")  # offset, clean-shutdown flag, crc32 of the first 9 bytes
 _MAX_REL = 0xFFFFFFFF
 
@@ -86,6 +87,8 @@ class FileLog(PartitionLog):
         self._unflushed_bytes = 0  # appended since the last flush began
         self.epoch_cache = LeaderEpochCache(os.path.join(self.dir, EPOCH_CHECKPOINT_FILE), deferred=True)
         self.producer_state = ProducerStateTable()
+        self._retained = ProducerStateTable()
+        self._retained_offset = 0
         self.recovery_report = self._open()
 
     # -- properties ---------------------------------------------------------------------------
@@ -330,6 +333,8 @@ class FileLog(PartitionLog):
                          index_interval_bytes=self.index_interval_bytes, use_mmap=self.use_mmap)
         seg.next_offset = offset
         self._segments, self._bases = [seg], [offset]
+        self._producers_restarted_at(offset)
+        self._persist_retained()
         self._persist_log_start(offset)
         fsync_dir(self.dir)
         with self._lock:
@@ -339,20 +344,20 @@ class FileLog(PartitionLog):
         self._write_recovery_point(offset, clean=False, durable=True)
         self.epoch_cache.clear()
         self.epoch_cache.write_checkpoint()
-        self.producer_state.clear()
 
     def advance_log_start(self, offset: int) -> None:
         if offset <= self._log_start:
             return
         if offset > self._leo:
             raise OffsetOutOfRangeError(f"log start {offset} beyond log end {self._leo}")
+        self._retain_producers(offset)
+        self._persist_retained()
         self._persist_log_start(offset)
         n = 0
         while n + 1 < len(self._segments) and self._bases[n + 1] <= offset:
             n += 1
         self._delete_oldest(n)
         self.epoch_cache.truncate_from_start(offset)
-        self.producer_state.truncate_head(offset)
 
     def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int, *,
                         max_offset: int | None = None) -> int:
@@ -384,10 +389,12 @@ class FileLog(PartitionLog):
             return 0
         if n == nseg:
             self._roll()  # like Kafka: the active segment is never deleted, so seal it first
-        self._persist_log_start(max(self._log_start, self._bases[n]))
+        new_start = max(self._log_start, self._bases[n])
+        self._retain_producers(new_start)
+        self._persist_retained()
+        self._persist_log_start(new_start)
         self._delete_oldest(n)
         self.epoch_cache.truncate_from_start(self._log_start)
-        self.producer_state.truncate_head(self._log_start)
         return n
 
     def _delete_oldest(self, n: int) -> None:
@@ -399,6 +406,42 @@ class FileLog(PartitionLog):
         with self._lock:
             self._dir_dirty = True
             self._dirty = {k: v for k, v in self._dirty.items() if v in self._segments}
+
+    def _headers_between(self, start: int, end: int):
+        """Headers of the batches whose last offset is in [start, end)."""
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for seg in self._segments[i:]:
+            if seg.base_offset >= end:
+                return
+            pos = seg.lookup(start)[0] if seg.base_offset < start else 0
+            for _, h in seg.iter_headers(pos):
+                if h.last_offset >= end:
+                    return
+                if h.last_offset >= start:
+                    yield h
+
+    def _persist_retained(self) -> None:
+        """The producer state below the log start, queued before the log start that needs it (a
+        crash between the two leaves it ahead of the log start: rebuilds replay from its offset)."""
+        data = json.dumps({"offset": self._retained_offset, "producers": self._retained.snapshot()}).encode()
+        background_writes().submit(lambda: self._write_retained(data))
+
+    def _write_retained(self, data: bytes) -> None:
+        if self._discarded:
+            return
+        atomic_write(os.path.join(self.dir, RETAINED_PRODUCERS_FILE), data)
+
+    def _load_retained(self) -> None:
+        try:
+            with open(os.path.join(self.dir, RETAINED_PRODUCERS_FILE), "rb") as f:
+                snap = json.loads(f.read())
+            table, offset = ProducerStateTable.from_snapshot(snap["producers"]), int(snap["offset"])
+        except FileNotFoundError:
+            return
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("%s: ignoring unreadable %s: %s", self.dir, RETAINED_PRODUCERS_FILE, exc)
+            return
+        self._retained, self._retained_offset = table, offset
 
     def _persist_log_start(self, offset: int) -> None:
         """Durable in the background (a crash before it only keeps older records readable:
@@ -551,6 +594,7 @@ class FileLog(PartitionLog):
             if scanned:
                 fsync_dir(self.dir)
         self._flushed = self._leo
+        self._load_retained()
         self._log_start = max(log_start or 0, self._bases[0])
         if self._log_start > self._leo:
             self.truncate_fully_and_start_at(self._log_start)
@@ -601,7 +645,7 @@ class FileLog(PartitionLog):
             self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
-        self.producer_state = producer_state_of(self._segments, self._log_start)
+        self.producer_state = self._producers_rebuilt(self._headers_between(self._log_start, self._leo))
 
     def _read_recovery_point(self) -> tuple[int, bool]:
         try:

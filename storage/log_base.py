@@ -168,9 +168,34 @@ class PartitionLog(abc.ABC):
         return AppendResult(headers[0].base_offset, headers[-1].last_offset, max_ts, offset_of_max,
                             log_append_time_ms)
 
-    def _update_producers(self, headers) -> None:
+    def _update_producers(self, headers, table: ProducerStateTable | None = None) -> None:
         """Idempotent-producer state follows every appended (or recovered) batch."""
-        update_producers(self.producer_state, headers)
+        update_producers(self.producer_state if table is None else table, headers)
+
+    # Producer state below the log start. Moving the log start forgets no producer (only expiry
+    # does: see producer_state), but a rebuild of the state reads the log from its start; so the
+    # log keeps `_retained`, the state of every batch whose last offset is below
+    # `_retained_offset` (the log start when it last moved), and rebuilds start from a copy of it.
+    _retained: ProducerStateTable
+    _retained_offset: int
+
+    def _retain_producers(self, new_start: int) -> None:
+        """The log start moves to `new_start` (see ProducerStateTable.below)."""
+        self._retained = self.producer_state.below(new_start, self._retained)
+        self._retained_offset = new_start
+
+    def _producers_restarted_at(self, offset: int) -> None:
+        """The log is emptied and starts at `offset`: the retained state still holds if it is
+        the state below that very offset (truncation to the log start), else nothing is known."""
+        if offset != self._retained_offset:
+            self._retained, self._retained_offset = ProducerStateTable(), offset
+        self.producer_state = self._retained.copy()
+
+    def _producers_rebuilt(self, headers) -> ProducerStateTable:
+        """The retained state, then `headers` (the log's batches from its start) on top."""
+        table = self._retained.copy()
+        self._update_producers((h for h in headers if h.last_offset >= self._retained_offset), table)
+        return table
 
     @abc.abstractmethod
     def _store(self, buf, placed: list[tuple[int, BatchHeader]], *, replicated: bool = False) -> None:

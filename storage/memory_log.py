@@ -58,7 +58,8 @@ class MemoryLog(PartitionLog):
         self._flushed = log_start_offset
         self.epoch_cache = LeaderEpochCache(None)
         self.producer_state = ProducerStateTable()
-
+        self._retained = ProducerStateTable()  # below the log start (see PartitionLog)
+        self._retained_offset = log_start_offset
 
     # -- append -----------------------------------------------------------------------------
     def _store(self, buf, placed, *, replicated: bool = False) -> None:
@@ -155,26 +156,26 @@ class MemoryLog(PartitionLog):
             self._leo = new_leo
             self._flushed = min(self._flushed, new_leo)
         self.epoch_cache.truncate_from_end(new_leo)
-        self.producer_state = ProducerStateTable()
-        self._update_producers(h for _, h, _ in self._batches() if h.last_offset >= self._log_start)
+        self.producer_state = self._producers_rebuilt(h for _, h, _ in self._batches()
+                                                      if h.last_offset >= self._log_start)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self._segments = [_Segment(offset)]
         with self._lock:
             self._log_start = self._leo = self._flushed = offset
         self.epoch_cache.clear()
-        self.producer_state.clear()
+        self._producers_restarted_at(offset)
 
     def advance_log_start(self, offset: int) -> None:
         if offset <= self._log_start:
             return
         if offset > self._leo:
             raise OffsetOutOfRangeError(f"log start {offset} beyond log end {self._leo}")
+        self._retain_producers(offset)
         self._log_start = offset
         while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
             self._segments.pop(0)
         self.epoch_cache.truncate_from_start(offset)
-        self.producer_state.truncate_head(offset)
 
     def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int, *,
                         max_offset: int | None = None) -> int:
@@ -201,10 +202,11 @@ class MemoryLog(PartitionLog):
             return 0
         if n == len(segs):
             segs.append(_Segment(self._leo))
+        new_start = max(self._log_start, segs[n].base_offset)
+        self._retain_producers(new_start)
         del segs[:n]
-        self._log_start = max(self._log_start, segs[0].base_offset)
+        self._log_start = new_start
         self.epoch_cache.truncate_from_start(self._log_start)
-        self.producer_state.truncate_head(self._log_start)
         return n
 
     # -- timestamps -----------------------------------------------------------------------------

@@ -6,6 +6,13 @@ remembers the last 5 batches per producer because a producer has at most 5 in fl
 
 `check()` never mutates; the log calls `update()` for every batch it appends (leader and
 follower appends, and the rebuild on open).
+
+A producer is forgotten only when it expires (`expire_idle`), never because the log start
+passed its batches (Kafka since KIP-360): a batch the producer sent but was never told about
+(its request timed out) may be retried long after a snapshot or retention moved the log start
+past it, and a producer with no state would accept a retried sequence 0 as new and append it
+twice. The log keeps the state of the batches below its log start so that its rebuilds
+(recovery, truncation) start from it (see PartitionLog).
 """
 from __future__ import annotations
 
@@ -188,16 +195,36 @@ class ProducerStateTable:
             del producers[pid]
         return len(gone)
 
-    def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers whose last batch is below the log start (Kafka does the same)."""
-        gone = [
-            pid
-            for pid, e in self._producers.items()
-            if e.batches and e.batches[-1].last_offset < log_start_offset
-        ]
-        for pid in gone:
-            del self._producers[pid]
-            self._touched.discard(pid)
+    def below(self, offset: int, previous: "ProducerStateTable") -> "ProducerStateTable":
+        """The state of the batches below `offset` (the log start moves there), from this table
+        and `previous`, the state below the last log start. A producer with a remembered batch
+        below `offset` keeps its epoch and those batches (after the older ones `previous` has of
+        that epoch); one whose remembered batches all lie at or past `offset` keeps what
+        `previous` says of it (its last batches below `offset` may be older than that, but its
+        batches past `offset` are in the log: a rebuild replays them). Producers this table
+        forgot (expired) are gone. Costs a pass over the producers, no read of the log."""
+        out = ProducerStateTable()
+        for pid, entry in self._producers.items():
+            kept = [b for b in entry.batches if b.last_offset < offset]
+            old = previous._producers.get(pid)
+            if kept:
+                new = ProducerEntry(entry.producer_epoch, last_timestamp=entry.last_timestamp,
+                                    last_seen_ms=entry.last_seen_ms)
+                if old is not None and old.producer_epoch == entry.producer_epoch:
+                    new.batches.extend(b for b in old.batches if b.last_offset < kept[0].first_offset)
+                new.batches.extend(kept)
+            elif old is not None:
+                new = ProducerEntry(old.producer_epoch, deque(old.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+                                    old.last_timestamp, entry.last_seen_ms)
+            else:
+                continue
+            out._producers[pid] = new
+            if pid in self._touched:
+                out._touched.add(pid)
+        return out
+
+    def copy(self) -> "ProducerStateTable":
+        return ProducerStateTable.from_snapshot(self.snapshot())
 
     def clear(self) -> None:
         self._producers.clear()

@@ -17,14 +17,18 @@ import os
 from .producer_state import ProducerStateTable, update_producers
 
 
-def producer_state_of(segments, log_start: int) -> ProducerStateTable:
-    """The idempotent producers' state of these segments' batches from `log_start` on."""
-    table = ProducerStateTable()
+def producer_state_of(segments, log_start: int, retained: ProducerStateTable, retained_offset: int
+                      ) -> ProducerStateTable:
+    """The idempotent producers' state: what the log retained of the batches below its start
+    (`retained`, those whose last offset is below `retained_offset`: PartitionLog), then these
+    segments' batches from `log_start` on (as PartitionLog._producers_rebuilt)."""
+    table = retained.copy()
     for i, seg in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= log_start:
             continue  # wholly below the log start
         pos = seg.lookup(log_start)[0] if seg.base_offset < log_start else 0
-        update_producers(table, (h for _, h in seg.iter_headers(pos)))
+        update_producers(table, (h for _, h in seg.iter_headers(pos)
+                                 if h.last_offset >= log_start and h.last_offset >= retained_offset))
     return table
 
 
@@ -39,6 +43,7 @@ class TruncationPlan:
         self._tmp_path = self.source.path + ".trunc"
         self._earlier = list(log._segments[:index])
         self._use_mmap = log.use_mmap
+        self._retained, self._retained_offset = log._retained.copy(), log._retained_offset
         # What the log must still be at the commit.
         self.generation = log._generation
         self.log_end = log._leo
@@ -54,7 +59,8 @@ class TruncationPlan:
             return
         seg = self.source.copy_prefix_aside(self.position, use_mmap=self._use_mmap)
         self.segment = seg
-        self.producer_state = producer_state_of(self._earlier + [seg], self.log_start)
+        self.producer_state = producer_state_of(self._earlier + [seg], self.log_start, self._retained,
+                                                self._retained_offset)
         self.ready = True
 
     def discard(self) -> None:

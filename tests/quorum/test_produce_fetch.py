@@ -136,6 +136,27 @@ def test_idempotent_retry_is_acknowledged_without_a_second_append(ctx):
     assert ctx.node.topics.partition("t", 0).log_end_offset == 3
 
 
+def test_a_retry_is_a_duplicate_after_the_log_start_passed_its_batch(ctx):
+    """The producer never got the answer for its first batch and retries it (sequence 0, same
+    epoch) after the log start moved past it: acknowledged at its first offset, not appended
+    again (simulation seed 5484, where a snapshot moved the log start)."""
+    from kraftd.protocol import messages as m
+    batch = batch_of(["a"], producer_id=7, producer_epoch=0, base_sequence=0)
+    first = ctx.produce("t", 0, batch).response.responses[0].partition_responses[0]
+    ctx.produce_ok("t", 0, ["x", "y"])
+    ctx.flush()
+    Topic, Part = m.DeleteRecordsRequest.DeleteRecordsTopic, m.DeleteRecordsRequest.DeleteRecordsPartition
+    deleted = ctx.respond(m.DeleteRecordsRequest(timeout_ms=1000, topics=[Topic(name="t", partitions=[
+        Part(partition_index=0, offset=first.base_offset + 1)])]), 2).topics[0].partitions[0]
+    assert (deleted.error_code, deleted.low_watermark) == (0, first.base_offset + 1)
+    for _ in range(2):  # and after a restart
+        end = ctx.node.topics.partition("t", 0).log_end_offset
+        again = ctx.produce("t", 0, batch).response.responses[0].partition_responses[0]
+        assert (again.error_code, again.base_offset) == (0, first.base_offset)
+        assert ctx.node.topics.partition("t", 0).log_end_offset == end
+        ctx = ctx.restart()
+
+
 def test_sequence_gap_is_out_of_order(ctx):
     ctx.produce("t", 0, batch_of(["a"], producer_id=7, producer_epoch=0, base_sequence=0))
     out = ctx.produce("t", 0, batch_of(["c"], producer_id=7, producer_epoch=0, base_sequence=5))

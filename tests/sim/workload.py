@@ -86,8 +86,9 @@ class Producer:
             self.next_seq[key] = seq + count  # acks=1: give the batch up
         if self.acks == -1 and out.error_code in (ErrorCode.UNKNOWN_PRODUCER_ID,
                                                   ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
-            # The partition forgot us (its log start passed our last batch): as the Java client
-            # does since KIP-360, bump the epoch and start the sequence again at 0.
+            # The partition forgot us (our state expired, or a replica that installed a snapshot
+            # past our last batch leads): as the Java client does since KIP-360, bump the epoch
+            # and start the sequence again at 0.
             self.epoch[key] += 1
             self.in_flight[key] = (flight[0], 0, count, sim.now - REQUEST_TIMEOUT_MS, node)
             return
@@ -185,7 +186,7 @@ class PipelinedProducer:
                 pending[i][2], pending[i][3] = "acked", out.base_offset
             return
         if i == 0 and out.error_code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
-            # The partition forgot us (its log start passed our last batch): a new epoch, from 0.
+            # The partition forgot us (see Producer.on_response): a new epoch, from 0.
             self.epoch[key] += 1
             seq = 0
             for batch in pending:

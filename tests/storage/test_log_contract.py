@@ -224,6 +224,71 @@ def test_producer_state_follows_appends_and_truncation(make_log):
     assert log.producer_state.check(9, 0, 3, 4).status is ProducerStatus.OK
 
 
+def _crash_and_reopen(make_log, log):
+    """Everything flushed, then a crash: the log as recovery finds it."""
+    log.flush()
+    if make_log.kind == "memory":
+        log.crash()
+        return log
+    log.abandon()
+    return make_log()
+
+
+def test_producer_state_outlives_the_log_start(make_log):
+    """A producer whose batches are all below the log start is not forgotten: a retry of a batch
+    whose answer it never got must still be a duplicate, not appended again (simulation seed
+    5484: a snapshot moved the log start past a producer's only batch, which it retried as
+    sequence 0 of the same epoch). Rebuilds of the state (truncation, recovery) keep it too."""
+    log = make_log()
+    log.append_as_leader(batch(1, producer_id=9, producer_epoch=0, base_sequence=0), 1, now_ms=0)  # 0
+    log.append_as_leader(batch(1, producer_id=8, producer_epoch=0, base_sequence=0), 1, now_ms=0)  # 1
+    fill(log, 1)  # 2
+    log.append_as_leader(batch(1, producer_id=8, producer_epoch=0, base_sequence=1), 1, now_ms=0)  # 3
+    fill(log, 1)  # 4
+    log.advance_log_start(3)
+
+    def answers(state):
+        return (state.check(9, 0, 0, 0).duplicate_first_offset, state.check(9, 0, 1, 1).status,
+                state.check(8, 0, 0, 0).duplicate_first_offset)
+
+    assert answers(log.producer_state) == (0, ProducerStatus.OK, 1)
+    assert log.producer_state.check(8, 0, 1, 1).duplicate_first_offset == 3
+    log.truncate_to(4)  # rebuilt from the log start: producer 8's batch at 3 stays
+    assert answers(log.producer_state) == (0, ProducerStatus.OK, 1)
+    assert log.producer_state.check(8, 0, 1, 1).duplicate_first_offset == 3
+    log.truncate_to(3)  # and now goes: 8 is back to what it had below the log start
+    assert answers(log.producer_state) == (0, ProducerStatus.OK, 1)
+    assert log.producer_state.check(8, 0, 1, 1).status is ProducerStatus.OK
+    log = _crash_and_reopen(make_log, log)
+    assert (log.log_start_offset, log.log_end_offset) == (3, 3)
+    assert answers(log.producer_state) == (0, ProducerStatus.OK, 1)
+
+
+def test_producer_state_outlives_retention(make_log):
+    one = len(batch(1))
+    log = make_log(segment_bytes=one)  # a segment per batch
+    log.append_as_leader(batch(1, producer_id=9, producer_epoch=0, base_sequence=0), 1, now_ms=0)
+    fill(log, 3)
+    assert log.apply_retention(0, -1, 2 * one) == 2 and log.log_start_offset == 2
+    assert log.producer_state.check(9, 0, 0, 0).duplicate_first_offset == 0
+    log = _crash_and_reopen(make_log, log)
+    assert log.log_start_offset == 2
+    assert log.producer_state.check(9, 0, 0, 0).duplicate_first_offset == 0
+
+
+def test_an_expired_producer_below_the_log_start_stays_forgotten(make_log):
+    log = make_log()
+    log.append_as_leader(batch(1, producer_id=9, producer_epoch=0, base_sequence=3), 1, now_ms=0)
+    fill(log, 3)
+    log.advance_log_start(1)
+    assert log.producer_state.expire_idle(1_000, 0) == 1
+    log.advance_log_start(2)
+    log.truncate_to(3)
+    assert 9 not in log.producer_state
+    log = _crash_and_reopen(make_log, log)
+    assert 9 not in log.producer_state
+
+
 def test_flush_returns_log_end(make_log):
     log = make_log()
     assert log.flushed_offset == 0

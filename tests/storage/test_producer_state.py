@@ -61,10 +61,16 @@ def test_sequence_wraps_at_int32_max():
     assert last_sequence_of(5, 3) == 8
 
 
-def test_truncate_head_forgets_producers_below_log_start():
-    t = table_with((1, 0, 0, 0, 5), (2, 0, 0, 0, 50))
-    t.truncate_head(10)
-    assert 1 not in t and 2 in t
+def test_the_state_below_a_log_start():
+    live = table_with((1, 0, 0, 0, 5), (1, 0, 1, 1, 50), (2, 0, 7, 7, 60))
+    previous = table_with((1, 0, 9, 9, 1), (2, 0, 6, 6, 3), (3, 0, 0, 0, 4))  # 3 expired since
+    below = live.below(10, previous)
+    assert below.check(1, 0, 0, 0).duplicate_first_offset == 5
+    assert below.check(1, 0, 1, 1).status is ProducerStatus.OK  # its batch at 50 is past 10
+    assert below.check(2, 0, 6, 6).duplicate_first_offset == 3  # all its live batches are past 10
+    assert 3 not in below
+    below.update(2, 0, BatchMetadata(7, 7, 60, 60))
+    assert previous.check(2, 0, 7, 7).status is ProducerStatus.OK  # no entry is shared
 
 
 def test_snapshot_round_trip():
