@@ -230,3 +230,38 @@ def test_a_leader_elected_on_a_snapshot_sends_fetchers_below_its_log_start_to_th
     assert (answer.snapshot_id.end_offset, answer.snapshot_id.epoch) == (20, 3)
     answer = ctx.deliver_fetch(2, 25, 4, epoch)  # at the log: served from the log
     assert answer.error_code == 0 and answer.snapshot_id.end_offset == -1
+
+
+def test_a_downloaded_snapshot_is_installed_by_a_job_while_the_partition_stays_paused():
+    """Validation and decoding run off the loop (snapshot_installs.py): until the job is done
+    the partition fetches nothing and the log is as it was."""
+    ctx = follower()
+    ctx.hold_follower_jobs = True
+    pointed_at_snapshot(ctx)
+    serve(ctx, snapshot_file_bytes(SID, ITEMS), chunk=1 << 20)
+    assert ctx.group.fetch_paused and ctx.group.installing is not None
+    answer_paused_fetches(ctx)
+    assert ctx.log.log_end_offset == 0 and ctx.node.snapshots[KEY].machine.state == {}
+    assert ctx.run_follower_jobs() == 1
+    assert ctx.node.snapshots[KEY].machine.state == ITEMS
+    assert ctx.log.log_start_offset == ctx.log.log_end_offset == SID.end_offset and part_files(ctx) == []
+    ctx.advance(ctx.raft.retry_backoff_ms)
+    ctx.assert_sent_fetch(offset=SID.end_offset, last_fetched_epoch=SID.epoch)
+
+
+def test_an_install_is_dropped_if_the_follower_moved_on_before_it_ran():
+    """A new leader in a new epoch while the job was pending: the file is dropped, the log is
+    untouched, and the partition fetches from the new leader."""
+    ctx = follower()
+    ctx.hold_follower_jobs = True
+    pointed_at_snapshot(ctx)
+    serve(ctx, snapshot_file_bytes(SID, ITEMS), chunk=1 << 20)
+    assert ctx.group.installing is not None
+    (job,) = ctx.node.replication.follower_jobs()  # handed to the shell's worker thread
+    ctx.deliver_begin_quorum_epoch(5, 3)
+    ctx.poll()
+    assert ctx.group.installing is None and not ctx.group.fetch_paused
+    job.run()  # the thread finishes; the loop hears of it and drops it
+    ctx.node.on_job_done(job, ctx.now_ms)
+    assert ctx.log.log_end_offset == 0 and ctx.node.snapshots[KEY].machine.state == {}
+    assert part_files(ctx) == [] and SnapshotStore(os.path.join(ctx.data_dir, "t-0")).ids() == []
