@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
-from ..snapshots.state_machine import KeyValueStateMachine
+from ..snapshots.state_machine import KeyValueStateMachine, PreparedState
 from .image import MetadataImage
 
 
@@ -15,14 +15,18 @@ class MetadataStateMachine(KeyValueStateMachine):
         self.touched: set[bytes] = set()   # entity keys changed since the node last looked
         self.reloaded = False              # the image was replaced (a snapshot was loaded)
 
-    def load(self, items, end_offset: int, last_timestamp: int) -> None:
+    def prepare(self, items, last_timestamp: int) -> PreparedState:
+        """The records replayed into a new image, beside the key/value map (any thread)."""
         image = MetadataImage()
         state = {}
         for key, value in items:
             image.replay(decode_metadata_record(value))
             state[key] = value
-        self.image = image
-        super().load(state.items(), end_offset, last_timestamp)
+        return PreparedState(state, last_timestamp, extra=image)
+
+    def install(self, prepared: PreparedState, end_offset: int) -> None:
+        self.image = prepared.extra
+        super().install(prepared, end_offset)
         self.reloaded = True
 
     def entries_of(self, record):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from ...storage.snapshots import SnapshotReader
 from ..snapshots.state_machine import PreparedState
@@ -30,6 +30,7 @@ class InstallJob:
     snapshot_id: object     # storage.snapshots.SnapshotId
     part: object            # storage.snapshots.PartialSnapshot, written to the end
     size: int
+    prepare: Callable       # the partition's state machine's prepare(items, last_timestamp)
     prepared: PreparedState | None = None
     cancelled: bool = False
 
@@ -37,7 +38,7 @@ class InstallJob:
         """The slow part, on a worker thread: validate the file and decode its state."""
         self.part.validate(self.size)
         with SnapshotReader.open(self.part.part_path) as reader:
-            self.prepared = PreparedState.of(reader.items(), reader.last_contained_log_timestamp)
+            self.prepared = self.prepare(reader.items(), reader.last_contained_log_timestamp)
 
 
 class SnapshotInstalls:
@@ -49,7 +50,7 @@ class SnapshotInstalls:
     def start(self, download) -> InstallJob:
         group = download.group
         job = InstallJob(group, group.key, group.epoch, download.leader_id, download.snapshot_id, download.part,
-                         download.size)
+                         download.size, group.partition.snapshots.machine.prepare)
         self.by_key[group.key] = job
         group.installing = job
         self._due.append(job)

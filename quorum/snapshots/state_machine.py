@@ -23,10 +23,14 @@ class KeyValueStateMachine:
         self.recent: set | None = None      # every key touched while a snapshot is being written
 
     def load(self, items, end_offset: int, last_timestamp: int) -> None:
-        self.install(PreparedState.of(items, last_timestamp), end_offset)
+        self.install(self.prepare(items, last_timestamp), end_offset)
+
+    def prepare(self, items, last_timestamp: int) -> "PreparedState":
+        """The slow part of a load, safe on another thread: it reads nothing of this machine."""
+        return PreparedState.of(items, last_timestamp)
 
     def install(self, prepared: "PreparedState", end_offset: int) -> None:
-        """The state a PreparedState decoded (perhaps on another thread), as of `end_offset`."""
+        """The state `prepare` decoded (perhaps on another thread), as of `end_offset`."""
         self.state = prepared.state
         self.applied_offset = end_offset
         self.last_timestamp = prepared.last_timestamp
@@ -97,12 +101,13 @@ class PreparedState:
     """A snapshot's records decoded into a state and its baseline copy: the slow part of a
     load, which a follower installing a downloaded snapshot does on a worker thread."""
 
-    __slots__ = ("state", "baseline", "last_timestamp")
+    __slots__ = ("state", "baseline", "last_timestamp", "extra")
 
-    def __init__(self, state: dict, last_timestamp: int) -> None:
+    def __init__(self, state: dict, last_timestamp: int, extra=None) -> None:
         self.state = state
         self.baseline = state.copy()
         self.last_timestamp = last_timestamp
+        self.extra = extra  # what a machine derives besides the map (the metadata image)
 
     @classmethod
     def of(cls, items, last_timestamp: int) -> "PreparedState":
