@@ -141,7 +141,9 @@ def truncation(mb: float, log) -> dict:
         cluster.kill(leader)
         for f in followers:
             os.kill(cluster.process(f).proc.pid, signal.SIGCONT)
-        new_leader = wait_for("a new leader", lambda: (agreed_leaders(cluster, topic, 1, 2) or {}).get(0), 60)
+        # (the survivors' metadata may still name the killed leader for a moment: wait for another)
+        new_leader = wait_for("a new leader", lambda: next(
+            (n for n in [(agreed_leaders(cluster, topic, 1, 2) or {}).get(0)] if n not in (None, leader)), None), 60)
         _produce(cluster.node(new_leader), topic, 1, "all")
         target = _gauge(cluster.process(new_leader).metrics_port, "kraftd_log_end_offset", topic, 0)
         t0 = time.monotonic()
