@@ -16,6 +16,7 @@ from typing import Callable, ClassVar
 
 from ...storage.snapshots import SnapshotReader
 from ..snapshots.state_machine import PreparedState
+from .follower_jobs import FollowerJobs
 
 log = logging.getLogger(__name__)
 
@@ -41,44 +42,21 @@ class InstallJob:
             self.prepared = self.prepare(reader.items(), reader.last_contained_log_timestamp)
 
 
-class SnapshotInstalls:
+class SnapshotInstalls(FollowerJobs):
     def __init__(self) -> None:
-        self.by_key: dict = {}
-        self._due: list[InstallJob] = []
+        super().__init__("installing", lambda job: job.part.abort())
         self.installed = 0
 
     def start(self, download) -> InstallJob:
         group = download.group
         job = InstallJob(group, group.key, group.epoch, download.leader_id, download.snapshot_id, download.part,
                          download.size, group.partition.snapshots.machine.prepare)
-        self.by_key[group.key] = job
-        group.installing = job
-        self._due.append(job)
+        self.add(job)
         return job
-
-    def jobs(self) -> list[InstallJob]:
-        due, self._due = self._due, []
-        return due
-
-    def cancel(self, key) -> None:
-        """The group stopped following (or is gone): the install will be dropped."""
-        job = self.by_key.pop(key, None)
-        if job is not None:
-            job.cancelled = True
-            job.group.installing = None
-            if job in self._due:  # never handed out: nothing runs it
-                self._due.remove(job)
-                job.part.abort()
 
     def done(self, job: InstallJob, error: BaseException | None) -> bool:
         """The job ran. True: the file is in place, install it now (the caller does)."""
-        group = job.group
-        if self.by_key.get(job.key) is job:
-            del self.by_key[job.key]
-            group.installing = None
-        still = (not job.cancelled and error is None and group.epoch == job.epoch
-                 and group.leader_id == job.leader_id and not group.is_leader)
-        if not still:
+        if not self.finish(job, error):
             if error is not None:
                 log.warning("%s-%d: downloaded snapshot %s is invalid (%s); fetching again", *job.key,
                             job.snapshot_id, error)

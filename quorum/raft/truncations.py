@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .follower_jobs import FollowerJobs
+
 log = logging.getLogger(__name__)
 
 
@@ -31,48 +33,24 @@ class TruncationJob:
         self.plan.run()
 
 
-class Truncations:
+class Truncations(FollowerJobs):
     def __init__(self) -> None:
-        self.by_key: dict = {}
-        self._due: list[TruncationJob] = []
+        super().__init__("truncating", lambda job: job.plan.discard())
         self.committed = 0
         self.discarded = 0
 
     def start(self, group, offset: int) -> bool:
         """Truncate `group`'s log to `offset` through a job; False: its log truncates at once."""
         plan_truncation = getattr(group.partition.log, "plan_truncation", None)
-        plan = plan_truncation(offset) if plan_truncation is not None and group.key not in self.by_key else None
+        plan = plan_truncation(offset) if plan_truncation is not None and not self.pending(group.key) else None
         if plan is None:
             return False
-        job = TruncationJob(group, group.key, group.epoch, group.leader_id, offset, plan)
-        self.by_key[group.key] = job
-        group.truncating = job
-        self._due.append(job)
+        self.add(TruncationJob(group, group.key, group.epoch, group.leader_id, offset, plan))
         return True
-
-    def jobs(self) -> list[TruncationJob]:
-        due, self._due = self._due, []
-        return due
-
-    def cancel(self, key) -> None:
-        """The group stopped following (or is gone): the job's result will be discarded."""
-        job = self.by_key.pop(key, None)
-        if job is not None:
-            job.cancelled = True
-            job.group.truncating = None
-            if job in self._due:  # never handed out: nothing runs it
-                self._due.remove(job)
-                job.plan.discard()
 
     def done(self, job: TruncationJob, error: BaseException | None) -> bool:
         """The job ran: commit it if it still holds. True when the log was truncated."""
-        group = job.group
-        if self.by_key.get(job.key) is job:
-            del self.by_key[job.key]
-            group.truncating = None
-        still = (not job.cancelled and error is None and group.epoch == job.epoch
-                 and group.leader_id == job.leader_id and not group.is_leader)
-        if still and group.partition.log.commit_truncation(job.plan):
+        if self.finish(job, error) and job.group.partition.log.commit_truncation(job.plan):
             self.committed += 1
             return True
         if error is not None:
