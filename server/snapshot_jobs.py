@@ -46,37 +46,25 @@ class SnapshotJobRunner:
             task.add_done_callback(self._tasks.discard)
 
     async def _run(self, job) -> None:
-        if getattr(job, "follower_job", False):
-            await self._run_other(job)
-            return
+        follower = getattr(job, "follower_job", False)  # a truncation or install: no snapshot metrics
         started = time.perf_counter()
         error: BaseException | None = None
         try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, job.run)
+            await asyncio.get_running_loop().run_in_executor(self._other_pool if follower else self._pool, job.run)
         except Exception as e:
             error = e
+        seconds = round(time.perf_counter() - started, 3)
+        if follower:
+            log.info("follower job ran", job=type(job).__name__, key=str(job.key), seconds=seconds,
+                     error=repr(error) if error else None)
+        elif error is not None:
             self._metrics.snapshot_failures.inc()
         else:
             self._metrics.snapshots_written.inc()
             topic, partition = job.key
-            self._metrics.gen_snapshot_latency.labels(str(topic), str(partition)).observe(
-                (time.perf_counter() - started) * 1000.0)
-        if error is None:
-            log.info("snapshot written", key=str(job.key), snapshot_id=str(job.snapshot_id),
-                     seconds=round(time.perf_counter() - started, 3))
+            self._metrics.gen_snapshot_latency.labels(str(topic), str(partition)).observe(seconds * 1000.0)
+            log.info("snapshot written", key=str(job.key), snapshot_id=str(job.snapshot_id), seconds=seconds)
         self._on_done(job, error)  # the step tells the node, and hands out what is due now
-
-    async def _run_other(self, job) -> None:
-        """A follower's truncation or snapshot install: no snapshot-writing metrics."""
-        started = time.perf_counter()
-        error: BaseException | None = None
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._other_pool, job.run)
-        except Exception as e:
-            error = e
-        log.info("follower job ran", job=type(job).__name__, key=str(job.key),
-                 seconds=round(time.perf_counter() - started, 3), error=repr(error) if error else None)
-        self._on_done(job, error)
 
     def request(self, params: dict) -> tuple[int, dict]:
         """POST /admin/snapshot?topic=T&partition=P (`kraftd snapshot create`)."""

@@ -38,7 +38,7 @@ from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
 from .producer_state import ProducerStateTable
-from .truncation import TruncationPlan
+from .truncation import TruncationPlan, headers_between
 from .segment import LogSegment
 
 __all__ = ["FileLog"]
@@ -256,8 +256,11 @@ class FileLog(PartitionLog):
 
     # -- truncation, log start, retention -----------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        where = self._truncation_point(offset)
+        where = self._cut_point(offset)
         if where is None:
+            return
+        if isinstance(where, int):
+            self.truncate_fully_and_start_at(where)
             return
         i, pos = where
         # A mapped file is never ftruncated (in-flight regions may point into it): copy the kept
@@ -268,13 +271,8 @@ class FileLog(PartitionLog):
     def plan_truncation(self, offset: int) -> TruncationPlan | None:
         """truncate_to(offset) in two parts (storage/truncation.py) when it must copy part of a
         segment; None when it is cheap (nothing to cut, a whole-log reset): then truncate_to."""
-        if offset >= self._leo or offset <= self._log_start:
-            return None
-        i = bisect.bisect_right(self._bases, offset) - 1
-        pos, h = self._segments[i].lookup(offset)
-        if h is not None and h.base_offset <= self._log_start:
-            return None
-        return TruncationPlan(self, i, offset, pos)
+        where = self._cut_point(offset)
+        return TruncationPlan(self, where[0], offset, where[1]) if isinstance(where, tuple) else None
 
     def commit_truncation(self, plan: TruncationPlan) -> bool:
         """Swap in what `plan.run()` prepared, if the log did not change since the plan was made
@@ -291,20 +289,18 @@ class FileLog(PartitionLog):
         self.producer_state = plan.producer_state
         return True
 
-    def _truncation_point(self, offset: int) -> tuple[int, int] | None:
-        """(segment index, position) to cut at; None when truncate_to is done (nothing to cut,
-        or the whole log was reset)."""
+    def _cut_point(self, offset: int) -> tuple[int, int] | int | None:
+        """Where truncate_to(offset) cuts: (segment index, position); an offset where the whole
+        log restarts instead; None when there is nothing to cut."""
         if offset >= self._leo:
             return None
         if offset <= self._log_start:
-            self.truncate_fully_and_start_at(offset)
-            return None
+            return offset
         i = bisect.bisect_right(self._bases, offset) - 1
         pos, h = self._segments[i].lookup(offset)
         if h is not None and h.base_offset <= self._log_start:
             # The batch holding `offset` starts below the log start: nothing visible remains.
-            self.truncate_fully_and_start_at(self._log_start)
-            return None
+            return self._log_start
         return i, pos
 
     def _install_truncated(self, i: int, seg: LogSegment) -> None:
@@ -409,16 +405,7 @@ class FileLog(PartitionLog):
 
     def _headers_between(self, start: int, end: int):
         """Headers of the batches whose last offset is in [start, end)."""
-        i = max(0, bisect.bisect_right(self._bases, start) - 1)
-        for seg in self._segments[i:]:
-            if seg.base_offset >= end:
-                return
-            pos = seg.lookup(start)[0] if seg.base_offset < start else 0
-            for _, h in seg.iter_headers(pos):
-                if h.last_offset >= end:
-                    return
-                if h.last_offset >= start:
-                    yield h
+        return headers_between(self._segments, start, end)
 
     def _persist_retained(self) -> None:
         """The producer state below the log start, queued before the log start that needs it (a

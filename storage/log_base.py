@@ -15,7 +15,7 @@ from ..protocol.records import (BatchHeader, crc_ok, iter_batch_headers, patch_b
 
 from .errors import NonContiguousAppendError
 from .leader_epoch_cache import LeaderEpochCache
-from .producer_state import ProducerStateTable, update_producers
+from .producer_state import ProducerStateTable, producers_rebuilt, update_producers
 
 __all__ = ["AppendResult", "ReadResult", "Region", "PartitionLog", "RecoveryReport"]
 
@@ -193,9 +193,7 @@ class PartitionLog(abc.ABC):
 
     def _producers_rebuilt(self, headers) -> ProducerStateTable:
         """The retained state, then `headers` (the log's batches from its start) on top."""
-        table = self._retained.copy()
-        self._update_producers((h for h in headers if h.last_offset >= self._retained_offset), table)
-        return table
+        return producers_rebuilt(self._retained, self._retained_offset, headers)
 
     @abc.abstractmethod
     def _store(self, buf, placed: list[tuple[int, BatchHeader]], *, replicated: bool = False) -> None:

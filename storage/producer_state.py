@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 __all__ = ["ProducerStatus", "BatchMetadata", "ProducerEntry", "ProducerStateTable", "SequenceCheck",
-           "update_producers"]
+           "update_producers", "producers_rebuilt"]
 
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
@@ -261,6 +261,14 @@ def update_producers(table: ProducerStateTable, headers) -> None:
             batch = BatchMetadata(h.base_sequence, last_sequence_of(h.base_sequence, h.last_offset_delta),
                                   h.base_offset, h.last_offset, h.max_timestamp)
             table.update(h.producer_id, h.producer_epoch, batch, is_control=h.is_control)
+
+
+def producers_rebuilt(retained: ProducerStateTable, retained_offset: int, headers) -> ProducerStateTable:
+    """A copy of `retained` (the state of the batches whose last offset is below
+    `retained_offset`), then the batches of `headers` past it on top (a log's rebuild)."""
+    table = retained.copy()
+    update_producers(table, (h for h in headers if h.last_offset >= retained_offset))
+    return table
 
 
 def last_sequence_of(base_sequence: int, last_offset_delta: int) -> int:

@@ -12,24 +12,25 @@ plan was made; otherwise the copy is discarded and a later fetch finds the diver
 A crash before the commit leaves a `.trunc` file, which the next open removes."""
 from __future__ import annotations
 
+import bisect
 import os
 
-from .producer_state import ProducerStateTable, update_producers
+from .producer_state import ProducerStateTable, producers_rebuilt
 
 
-def producer_state_of(segments, log_start: int, retained: ProducerStateTable, retained_offset: int
-                      ) -> ProducerStateTable:
-    """The idempotent producers' state: what the log retained of the batches below its start
-    (`retained`, those whose last offset is below `retained_offset`: PartitionLog), then these
-    segments' batches from `log_start` on (as PartitionLog._producers_rebuilt)."""
-    table = retained.copy()
-    for i, seg in enumerate(segments):
-        if i + 1 < len(segments) and segments[i + 1].base_offset <= log_start:
-            continue  # wholly below the log start
-        pos = seg.lookup(log_start)[0] if seg.base_offset < log_start else 0
-        update_producers(table, (h for _, h in seg.iter_headers(pos)
-                                 if h.last_offset >= log_start and h.last_offset >= retained_offset))
-    return table
+def headers_between(segments, start: int, end: int | None = None):
+    """Headers of the batches of `segments` (in offset order) whose last offset is in
+    [start, end) (end None: to the last)."""
+    i = max(0, bisect.bisect_right([s.base_offset for s in segments], start) - 1)
+    for seg in segments[i:]:
+        if end is not None and seg.base_offset >= end:
+            return
+        pos = seg.lookup(start)[0] if seg.base_offset < start else 0
+        for _, h in seg.iter_headers(pos):
+            if end is not None and h.last_offset >= end:
+                return
+            if h.last_offset >= start:
+                yield h
 
 
 class TruncationPlan:
@@ -59,8 +60,8 @@ class TruncationPlan:
             return
         seg = self.source.copy_prefix_aside(self.position, use_mmap=self._use_mmap)
         self.segment = seg
-        self.producer_state = producer_state_of(self._earlier + [seg], self.log_start, self._retained,
-                                                self._retained_offset)
+        self.producer_state = producers_rebuilt(self._retained, self._retained_offset,
+                                                headers_between(self._earlier + [seg], self.log_start))
         self.ready = True
 
     def discard(self) -> None:
