@@ -331,7 +331,7 @@ class Broker:
             results = [e] * len(logs)
         self._flush_task = None
         try:
-            self._run(self.step.flushed(now_ms(), [(key, r) for (key, _), r in zip(logs, results)]))
+            self._run(self.step.flushed(now_ms(), [(key, lg, r) for (key, lg), r in zip(logs, results)]))
         except Exception:  # a bug in the core must not silently end durability
             log.exception("group commit failed")
             self.kick()

@@ -16,7 +16,8 @@ field order:
 3. `completions`: answers to parked requests.
 4. `snapshot_jobs`: the node's jobs (snapshots to write, followers' truncations): run each off
    the loop (`job.run()`), then call `snapshot_done()`.
-5. `flush`: flush these (key, log) pairs off the loop, then call `flushed()` with each result.
+5. `flush`: flush these (key, log) pairs off the loop, then call `flushed()` with each result
+   as a (key, log, result) triple.
 6. `wake_at_ms`: call `on_timer()` by then (the node's clock; None: the node has no deadline).
 
 `fatal` replaces them all: a persist or an fsync failed and the shell must stop, as Kafka halts
@@ -104,11 +105,16 @@ class ShellStep:
         return self._fail(Failure("persisting the election state failed", error))
 
     def flushed(self, now_ms: int, results: list) -> StepActions:
-        """The last `flush` finished: (key, flushed offset or the exception its flush raised)
-        for each log. One failure stops everything; the node hears of no offset."""
+        """The last `flush` finished: (key, log, flushed offset or the exception its flush
+        raised) for each log. One failure stops everything; the node hears of no offset.
+
+        A log discarded while its flush ran (its topic deleted, its directory renamed away) is
+        left out either way: its error is about files nobody owns, and its offset is not the
+        offset of whatever log now has its key (a topic re-created under the same name)."""
         self._flushing = False
         if self._stopped:
             return StepActions()
+        results = [(key, result) for key, log, result in results if not log.discarded]
         for key, result in results:
             if isinstance(result, BaseException):
                 return self._fail(Failure("fsync failed", result, key))

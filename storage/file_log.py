@@ -77,7 +77,6 @@ class FileLog(PartitionLog):
         self._dirty: dict[int, LogSegment] = {}
         self._dir_dirty = False
         self._new_dir = False
-        self._discarded = False  # deleted (discard()): queued writes for it are skipped
         self._generation = 0  # bumped by truncation: a flush snapshot from before is stale
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -193,6 +192,8 @@ class FileLog(PartitionLog):
                     and not self.epoch_cache.checkpoint_pending and not background_writes().pending)
 
     def flush(self) -> int:
+        if self.discarded:
+            return self._flushed
         with self._lock:
             plan = self._take_dirty()
         try:
@@ -209,6 +210,8 @@ class FileLog(PartitionLog):
                     fsync_dir(os.path.dirname(self.dir) or ".")
                     self._new_dir = False
         except BaseException:
+            if self.discarded:  # deleted while this flush ran: its directory is gone (ENOENT)
+                return self._flushed
             self.abort_flush(plan)
             raise
         return self.end_flush(plan)
@@ -414,7 +417,7 @@ class FileLog(PartitionLog):
         background_writes().submit(lambda: self._write_retained(data))
 
     def _write_retained(self, data: bytes) -> None:
-        if self._discarded:
+        if self.discarded:
             return
         atomic_write(os.path.join(self.dir, RETAINED_PRODUCERS_FILE), data)
 
@@ -437,7 +440,7 @@ class FileLog(PartitionLog):
         background_writes().submit(lambda: self._write_log_start(offset))
 
     def _write_log_start(self, offset: int) -> None:
-        if self._discarded:
+        if self.discarded:
             return  # the partition was deleted meanwhile: its directory is gone or going
         atomic_write(os.path.join(self.dir, LOG_START_FILE), f"{offset}\n".encode())
 
@@ -478,7 +481,7 @@ class FileLog(PartitionLog):
         directory to `<dir>.<id>-delete` (one rename on the loop) and remove it in the background
         after the catalog change queued before it. A leftover `-delete` directory is removed at
         startup (server/data_dir_startup.py)."""
-        self._discarded = True
+        self.discarded = True
         self.abandon()
         doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         try:

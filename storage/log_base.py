@@ -255,6 +255,11 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    #: The partition was deleted (discard()): a flush still running for it is moot, and what it
+    #: reports (an offset or an error) is about files nobody owns any more.
+    discarded = False
+
     def discard(self) -> None:
         """The partition is deleted: let go of it (a file log also removes its files)."""
+        self.discarded = True
         self.close()

@@ -27,6 +27,8 @@ class FakePlan:
 
 
 class FakeLog:
+    discarded = False  # (storage/log_base.py: its topic was deleted)
+
     def __init__(self, flush_delay_s: float = 0.02) -> None:
         self.log_end_offset = 0
         self.flushed_offset = 0

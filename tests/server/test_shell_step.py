@@ -10,6 +10,7 @@ from kraftd.quorum.raft.persist_gate import Outbox
 from kraftd.server.shell_step import ShellStep
 
 KEY = ("t", 0)
+LOG = SimpleNamespace(discarded=False)
 
 
 class StepNode:
@@ -37,7 +38,7 @@ class StepNode:
         self.persisted += 1
 
     def logs_to_flush(self):
-        return [(KEY, "log")] if self.dirty else []
+        return [(KEY, LOG)] if self.dirty else []
 
     def on_flushed(self, key, offset, now_ms):
         self.flushed.append((key, offset))
@@ -64,7 +65,7 @@ def test_one_persist_at_a_time_and_no_flush_while_it_runs():
     node.outbox = Outbox(sends=["vote answer"])  # what the node released once it heard
     after = s.persisted(2)
     assert node.persisted == 1 and not s.persisting
-    assert after.sends == ["vote answer"] and after.flush == [(KEY, "log")]
+    assert after.sends == ["vote answer"] and after.flush == [(KEY, LOG)]
 
 
 def test_a_flush_waits_for_the_interval_unless_something_waits_for_it():
@@ -74,20 +75,20 @@ def test_a_flush_waits_for_the_interval_unless_something_waits_for_it():
     quiet = s.after_requests(10, waiting=False)  # an acks=1 produce
     assert quiet.flush is None and quiet.wake_at_ms == 110
     assert s.on_timer(60).flush is None
-    assert s.on_timer(110).flush == [(KEY, "log")]
+    assert s.on_timer(110).flush == [(KEY, LOG)]
 
 
 def test_parked_requests_flush_at_once_and_one_flush_runs_at_a_time():
     node = StepNode()
     s = step(node)
     node.dirty = True
-    assert s.after_requests(0, waiting=True).flush == [(KEY, "log")]
+    assert s.after_requests(0, waiting=True).flush == [(KEY, LOG)]
     assert s.after_requests(1, waiting=True).flush is None  # covered by the next flush
     node.dirty = True  # appended meanwhile
-    done = s.flushed(5, [(KEY, 1)])
+    done = s.flushed(5, [(KEY, LOG, 1)])
     assert done.completions == ["done"] and node.flushed == [(KEY, 1)]
     node.dirty = True
-    assert s.after_event(6).flush == [(KEY, "log")]
+    assert s.after_event(6).flush == [(KEY, LOG)]
 
 
 def test_fsync_policy_never_flushes_nothing():
@@ -104,11 +105,25 @@ def test_a_failed_fsync_stops_everything_and_the_node_hears_of_no_offset():
     node.dirty = True
     s.after_event(0)
     error = OSError(5, "Input/output error")
-    out = s.flushed(1, [(("u", 0), 3), (KEY, error)])
+    out = s.flushed(1, [(("u", 0), LOG, 3), (KEY, LOG, error)])
     assert out.fatal is not None and out.fatal.error is error and out.fatal.key == KEY
     assert node.flushed == []
     node.outbox = Outbox(persist={KEY: "voted"})
     assert s.after_event(2).persist is None and s.after_event(3).flush is None
+
+
+def test_a_log_discarded_while_its_flush_ran_is_left_out():
+    """A topic deleted during a flush: the renamed-away directory fails the flush (ENOENT), and
+    the offset of the old log is not the re-created topic's; neither reaches the node."""
+    node = StepNode()
+    s = step(node)
+    node.dirty = True
+    s.after_event(0)
+    gone = SimpleNamespace(discarded=True)
+    out = s.flushed(1, [(KEY, gone, FileNotFoundError(2, "No such file or directory")), (KEY, gone, 7)])
+    assert out.fatal is None and node.flushed == []
+    out = s.flushed(2, [(("u", 0), gone, 3), (KEY, LOG, 1)])
+    assert out.fatal is None and node.flushed == [(KEY, 1)]
 
 
 def test_stopped_it_leaves_the_outbox_to_the_node():

@@ -21,6 +21,7 @@ from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
+from kraftd.server.log_flusher import flush_each
 from kraftd.server.shell_step import ShellStep, StepActions
 
 from .faults import MOMENT_CRASHES_MAX
@@ -30,6 +31,10 @@ from .stores import Disk, FileDisk
 CLUSTER_ID = "sim-cluster-0000000000"
 RAFT = RaftConfig(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
                   request_timeout_ms=400, retry_backoff_ms=50, fetch_max_wait_ms=100)
+
+
+class InjectedFsyncError(OSError):
+    """The fsync failure the fault plan draws: the only reason a node may stop on its own."""
 
 
 class SimNode:
@@ -263,6 +268,10 @@ class Simulation:
         later (or never: a crash loses it), and a node may crash at a protocol moment between
         two actions."""
         if actions.fatal is not None:  # a failed fsync: the server stops at once
+            fatal = actions.fatal
+            if not isinstance(fatal.error, InjectedFsyncError):
+                raise AssertionError(f"node {sn.id} stopped on a fault nobody injected: {fatal.what} "
+                                     f"({fatal.error!r}) for {fatal.key}")
             return self._on_crash(sn.id, False, logged=True)
         before = sn.view if self.moments else None  # as the last step left it
         if before is not None and self._new_leadership(sn) and self._moment("new-leader"):
@@ -449,9 +458,10 @@ class Simulation:
             # fsync failed: the step tells the server to stop (it cannot know what reached the disk).
             self.coverage["fsync failures"] += 1
             self.log_fault(f"node {node_id}: fsync fails, the node stops")
-            results = [(logs[0][0], OSError(5, "fsync: Input/output error"))]
-        else:  # (a log its topic's deletion dropped meanwhile is not flushed)
-            results = [(key, log.flush()) for key, log in logs if sn.disk.logs.get(key) is log]
+            results = [(logs[0][0], logs[0][1], InjectedFsyncError(5, "fsync: Input/output error"))]
+        else:  # what the server's pool runs, a log its topic's deletion discarded meanwhile included
+            offsets = flush_each([log for _, log in logs])
+            results = [(key, log, offset) for (key, log), offset in zip(logs, offsets)]
         self.carry_out(sn, sn.step.flushed(sn.clock(), results))
 
     def _on_snapshot(self, node_id: int, incarnation: int, job) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from kraftd.protocol.records import iter_batch_headers
 from kraftd.storage import FileLog
+from kraftd.storage import file_log as storage_file_log
 from kraftd.storage.background_writes import background_writes
 from storage_helpers import batch
 
@@ -367,3 +368,22 @@ def test_abort_flush_leaves_the_segments_dirty(tmp_path):
         os.fsync(fd)
     assert log.end_flush(again) == 2
     log.close()
+
+
+def test_a_flush_of_a_log_discarded_meanwhile_is_moot(tmp_path, monkeypatch):
+    """DeleteTopics renames the directory away on the loop while the group commit's thread
+    flushes the log: the new directory's fsync then fails with ENOENT. That is not a failed
+    fsync (nobody owns those files any more): flush() returns and raises nothing."""
+    log = open_log(tmp_path / "p", segment_bytes=4096)
+    log.append_as_leader(batch(2), 1, now_ms=0)  # a fresh partition: its directory is unsynced
+    real_fsync_dir = storage_file_log.fsync_dir
+
+    def deleted_meanwhile(path):
+        log.discard()  # what the loop did while this thread ran
+        real_fsync_dir(path)
+
+    monkeypatch.setattr(storage_file_log, "fsync_dir", deleted_meanwhile)
+    assert not log.discarded
+    log.flush()
+    assert log.discarded and not os.path.exists(tmp_path / "p")
+    assert log.flush() == log.flushed_offset  # and every later flush is a no-op
