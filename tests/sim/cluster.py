@@ -25,6 +25,7 @@ from kraftd.server.log_flusher import flush_each
 from kraftd.server.shell_step import ShellStep, StepActions
 
 from .faults import MOMENT_CRASHES_MAX
+from .invariants import Violation
 from .network import Message, Network, on_the_wire
 from .stores import Disk, FileDisk
 
@@ -270,8 +271,8 @@ class Simulation:
         if actions.fatal is not None:  # a failed fsync: the server stops at once
             fatal = actions.fatal
             if not isinstance(fatal.error, InjectedFsyncError):
-                raise AssertionError(f"node {sn.id} stopped on a fault nobody injected: {fatal.what} "
-                                     f"({fatal.error!r}) for {fatal.key}")
+                raise Violation(f"node {sn.id} stopped on a fault nobody injected: {fatal.what} "
+                                f"({fatal.error!r}) for {fatal.key}")
             return self._on_crash(sn.id, False, logged=True)
         before = sn.view if self.moments else None  # as the last step left it
         if before is not None and self._new_leadership(sn) and self._moment("new-leader"):
