@@ -61,15 +61,20 @@ class Controller:
         only once everything appended before it has committed (Kafka's controller waits for
         its highest pending offset the same way), and on failure every result gets the error,
         not only those that had succeeded."""
-        end = self.append(records, now_ms) if records else self.partition.log.log_end_offset
-        if end <= self.partition.high_watermark:
-            return Respond(response)  # it read only committed state
-
         def fail(error):
             for result in results:
                 result.error_code = error
                 result.error_message = None
 
+        return self.answer_once_committed(records, response, fail, timeout_ms, now_ms)
+
+    def answer_once_committed(self, records: list, response, fail, timeout_ms: int, now_ms: int):
+        """Append `records` (maybe none) and answer once everything appended so far commits:
+        an answer read from the working image may rest on an append a leader change still
+        truncates. `fail(error)` marks the response if they do not commit."""
+        end = self.append(records, now_ms) if records else self.partition.log.log_end_offset
+        if end <= self.partition.high_watermark:
+            return Respond(response)  # it read only committed state
         return self.park(response, end, fail, timeout_ms, now_ms)
 
     def park(self, response, end_offset: int, fail, timeout_ms: int, now_ms: int, on_done=None) -> Park | Respond:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import AlterPartitionResponse, PartitionChangeRecord
 
-from ..outcomes import Respond
 from .image import LEADER_UNCHANGED, PartitionInfo, partition_record
 
 TopicOut = AlterPartitionResponse.TopicData
@@ -38,14 +37,13 @@ def alter(controller, request, version: int, now_ms: int):
                                           partition_epoch=info.partition_epoch))
         topics_out.append(TopicOut(topic_name=topic.topic_name, topic_id=topic.topic_id, partitions=parts_out))
     response = AlterPartitionResponse(throttle_time_ms=0, error_code=0, topics=topics_out)
-    if not records:
-        return Respond(response)
-    end = controller.append(records, now_ms)
 
     def fail(error):
         response.error_code = error
 
-    return controller.park(response, end, fail, 5000, now_ms)
+    # A report the working image already holds may hold it only through a copy of this report
+    # that has not committed (and a leader change may truncate): answer once that commits.
+    return controller.answer_once_committed(records, response, fail, 5000, now_ms)
 
 
 def _change(records: list, info: PartitionInfo, leader: int, epoch: int, isr: list[int]) -> ErrorCode:

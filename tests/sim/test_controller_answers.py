@@ -150,3 +150,30 @@ def test_a_second_copy_is_answered_once_the_first_commits(kind):
     # Both were answered only once the controller's committed image showed the change.
     want = kind == "create"
     assert [a[2] for a in client.answers[10] + client.answers[11]] == [want, want]
+
+
+def test_a_repeated_partition_report_waits_for_the_first_to_commit():
+    """AlterPartition too: a report the working image holds only through an uncommitted copy of
+    itself is not answered at once (the reporter would take a truncated record as recorded)."""
+    from kraftd.quorum.metadata.partition_reports import alter
+    from kraftd.quorum.outcomes import Park
+
+    topic = "z"
+    sim, client, controller = _cluster(topic)
+    _send(sim, controller.id, 1, "create", topic)
+    sim.run_until(sim.now + 200)
+    assert [a[1] for a in client.answers[1]] == [0]
+    info = controller.node.plane.image.topic(topic).partitions[0]
+    _isolate(sim, controller.id)
+
+    def report():
+        return m.AlterPartitionRequest(broker_id=info.leader, broker_epoch=-1, topics=[
+            m.AlterPartitionRequest.TopicData(topic_id=info.topic_id, partitions=[
+                m.AlterPartitionRequest.PartitionData(partition_index=0, leader_epoch=info.leader_epoch + 1,
+                                                      new_isr=list(info.isr), leader_recovery_state=0,
+                                                      partition_epoch=info.partition_epoch)])])
+
+    ctrl = controller.node.plane.active_controller()
+    assert isinstance(alter(ctrl, report(), 2, sim.now), Park)  # its record appended, not committed
+    again = alter(ctrl, report(), 2, sim.now)  # the reporter's retry: nothing new to append
+    assert isinstance(again, Park), again
