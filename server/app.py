@@ -19,6 +19,7 @@ from .connection import KafkaConnection
 from .connection_limits import (FD_RESERVE, FDS_PER_PARTITION, ConnectionLimits, fit_descriptor_limit,
                                 open_file_limit)
 from .hw_checkpoints import HighWatermarkCheckpointer
+from .heap_freeze import freeze_startup_heap
 from .malloc_tuning import tune_malloc
 from .metrics import MetricsHttpServer, ServerMetrics
 from .node_api import NodeApi
@@ -48,6 +49,7 @@ class KraftdServer:
         self._metrics_http: MetricsHttpServer | None = None
         self._serving = False
         self._stop = asyncio.Event()
+        self.freezes_heap = False  # serve() sets it: not for a server inside a test process
         self._hw_checkpoints: HighWatermarkCheckpointer | None = None
 
     @property
@@ -141,6 +143,8 @@ class KraftdServer:
             loop.add_signal_handler(sig, self.request_stop)
         try:
             await self.start()
+            if self.freezes_heap:
+                log.info("startup heap frozen", objects=freeze_startup_heap())
             await self._stop.wait()
         finally:
             await self.shutdown()
@@ -186,7 +190,9 @@ def serve(settings: Settings, node_factory: NodeFactory = open_file_node) -> int
     """Run the daemon until SIGTERM/SIGINT; returns the process exit code."""
 
     async def main() -> int:
-        return await KraftdServer(settings, node_factory).run()
+        server = KraftdServer(settings, node_factory)
+        server.freezes_heap = True  # a process of its own (server/heap_freeze.py)
+        return await server.run()
 
     _raise_open_file_limit()
     tune_malloc()

@@ -18,12 +18,13 @@ from typing import Callable, Iterable
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client import generate_latest
+from prometheus_client import GCCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from .loop_metrics import (LabelledCounter, LabelledHistogram, LoopCounter, LoopHistogram,
                            LoopMetricsCollector)
+from .heap_freeze import FrozenHeapCollector
 from .loop_lag import LoopLagMonitor
 from .node_api import NodeApi, NodeStatsApi
 
@@ -62,6 +63,8 @@ class ServerMetrics:
             ("api",), LATENCY_BUCKETS)
         self.loop_lag = LoopLagMonitor()  # started by the server once its loop runs
         r.register(self.loop_lag)
+        r.register(FrozenHeapCollector())
+        GCCollector(registry=r)  # python_gc_*: collections per generation, objects collected
         self.bytes_in = LoopCounter()
         self.bytes_out = LoopCounter()
         r.register(LoopMetricsCollector(
