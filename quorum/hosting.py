@@ -20,7 +20,9 @@ from .partition import Partition
 from .raft.election_state import ElectionState
 from .raft.replication import Replication
 from .snapshots.coordination import SnapshotCoordination
-from .topics import Topic, TopicError, TopicRegistry
+from .log_opening import LogOpening, OpenLogsJob, opened_key
+from .metadata.image import topic_key
+from .topics import Topic, TopicCreating, TopicError, TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class Hosting:
         self.started = False
         self.plane = None  # the MetadataPlane in a cluster
         self.topics = TopicRegistry(config, storage.catalog, storage.open_log, self._make_partition)
+        self._opening = LogOpening(self.topics, storage.open_log) if storage.opens_logs_off_loop else None
 
     def start(self, now_ms: int) -> None:
         self.topics.load()
@@ -119,6 +122,12 @@ class Hosting:
                 raise TopicError("NOT_LEADER_OR_FOLLOWER", f"No replica of '{name}' here.")
             self.plane.auto_create(name, partitions, now_ms, configs)
             raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
+        if self.topics.pending(name) is not None:
+            raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
+        if self._opening is not None:
+            pending = self.topics.reserve(name, partitions, configs)
+            self._opening.start(pending)
+            raise TopicCreating(pending)
         with self._epoch_floor_fixed():
             topic = self.topics.create(name, partitions, configs)
         self._replication.poll(now_ms)  # a group of one voter leads at once
@@ -126,8 +135,13 @@ class Hosting:
 
     def create_replicated_topic(self, name: str, topic_id, assignments: list, configs: dict, now_ms: int) -> Topic:
         """Host this node's replicas of a topic whose placement was decided elsewhere (the
-        metadata image, or the simulation). `assignments[i]` lists partition i's voters."""
+        metadata image, or the simulation). `assignments[i]` lists partition i's voters. None
+        while its logs are being opened off the loop (log_opening.py)."""
         self._changes.now_ms = now_ms
+        if self._opening is not None:
+            self._opening.start(self.topics.reserve(name, len(assignments), configs, topic_id=topic_id,
+                                                    assignments=assignments))
+            return None
         with self._epoch_floor_fixed():
             topic = self.topics.create(name, len(assignments), configs, topic_id=topic_id, assignments=assignments)
         self._replication.poll(now_ms)
@@ -135,6 +149,10 @@ class Hosting:
 
     def delete_topic(self, name: str) -> None:
         """Drop a topic here: its groups, parked requests see it gone, its files are removed."""
+        if self._opening is not None and self._opening.cancel(name) is not None:
+            log.info("deleted topic %s before its logs were open", name)
+            self._changes.wake([opened_key(name)])
+            return
         topic = self.topics.delete(name)
         if topic is None:
             return
@@ -146,6 +164,24 @@ class Hosting:
             self._snapshots.forget(partition.key)
             partition.log.discard()
         log.info("deleted topic %s (%s)", name, topic.topic_id)
+
+    def opening_jobs(self) -> list:
+        return self._opening.jobs() if self._opening is not None else []
+
+    def logs_opened(self, job: OpenLogsJob, error: BaseException | None, now_ms: int) -> None:
+        """A topic's OpenLogsJob came back: serve the topic, unless it was deleted meanwhile."""
+        self._changes.now_ms = now_ms
+        pending = job.pending
+        logs = self._opening.finish(job, error)
+        if logs is not None:
+            with self._epoch_floor_fixed():
+                self.topics.complete(pending, logs)
+            self._replication.poll(now_ms)  # a group of one voter leads at once
+        elif error is not None:
+            log.error("opening the logs of topic %s failed: %r", pending.name, error)
+            if self.plane is not None:  # the next reconciliation tries again
+                self.plane.machine.touched.add(topic_key(pending.topic_id))
+        self._changes.wake([opened_key(pending.name)])
 
     # -- the metadata image decides what this node hosts ------------------------------------------
     def reconcile(self, now_ms: int) -> None:
@@ -167,7 +203,7 @@ class Hosting:
         changed = False
         for topic_id in sorted(topic_ids):
             info = image.topics.get(topic_id)
-            local = self.topics.get_by_id(topic_id)
+            local = self.topics.get_by_id(topic_id) or self.topics.pending_by_id(topic_id)
             if info is None:
                 if local is not None and topic_id in image.removed:
                     self.delete_topic(local.name)
@@ -175,7 +211,7 @@ class Hosting:
                 continue
             if local is not None or not any(me in p.replicas for p in info.partitions.values()):
                 continue
-            stale = self.topics.get(info.name)
+            stale = self.topics.get(info.name) or self.topics.pending(info.name)
             if stale is not None and stale.name != METADATA_TOPIC:
                 self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
             assignments = [info.partitions[i].replicas for i in range(len(info.partitions))]

@@ -26,6 +26,7 @@ from .handlers import HANDLERS
 from .handlers.context import HandlerContext
 from .housekeeping import Housekeeping
 from .hosting import Hosting
+from .log_opening import OpenLogsJob
 from .leader_balance import BALANCE_INTERVAL_MS, LeaderBalancer
 from .limits import Refusals
 from .metadata.plane import MetadataPlane
@@ -211,12 +212,15 @@ class Node:
 
     def jobs(self) -> list:
         """Work for the shell to run off the loop (`job.run()` on a worker thread), then hand
-        back to `on_job_done`: snapshots to write, followers' truncations and installs."""
-        return self.snapshots.jobs() + self.replication.follower_jobs()
+        back to `on_job_done`: snapshots to write, followers' truncations and installs, new
+        topics' logs to open."""
+        return self.snapshots.jobs() + self.replication.follower_jobs() + self._hosting.opening_jobs()
 
     def on_job_done(self, job, now_ms: int, error: BaseException | None = None) -> None:
         self._changes.now_ms = now_ms
-        if isinstance(job, TruncationJob):
+        if isinstance(job, OpenLogsJob):
+            self._hosting.logs_opened(job, error, now_ms)
+        elif isinstance(job, TruncationJob):
             self.replication.truncation_done(job, error)
         elif isinstance(job, InstallJob):
             self.replication.install_done(job, error, now_ms)

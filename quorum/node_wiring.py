@@ -27,6 +27,9 @@ class NodeStorage:
     producer_id_store: Any          # the producer-id block file (storage.QuorumStateStore)
     open_log: Callable[[str, int, TopicConfig], Any]
     open_snapshot_store: Callable[[str, int], Any] | None = None
+    # Opening a new log does file I/O: do it in a job off the loop (quorum/log_opening.py).
+    # Opening at startup stays inline (the node is not serving yet).
+    opens_logs_off_loop: bool = False
 
 
 @dataclass(slots=True)

@@ -25,6 +25,15 @@ class TopicError(Exception):
         self.error_name = error_name
 
 
+class TopicCreating(TopicError):
+    """A topic is reserved and its logs are being opened off the loop (log_opening.py): to an
+    auto-creating request, LEADER_NOT_AVAILABLE; to CreateTopics, a creation to wait for."""
+
+    def __init__(self, pending) -> None:
+        super().__init__("LEADER_NOT_AVAILABLE", f"Topic '{pending.name}' is being created.")
+        self.pending = pending
+
+
 @dataclass(slots=True, eq=False)
 class Topic:
     name: str
@@ -50,6 +59,18 @@ def topic_name_problem(name: str) -> str | None:
 LogOpener = Callable[[str, int, TopicConfig], object]
 
 
+@dataclass(slots=True, eq=False)
+class PendingTopic:
+    """A topic in the catalog whose logs are being opened off the loop (quorum/log_opening.py):
+    not served yet, but its name is taken."""
+    name: str
+    topic_id: uuid.UUID
+    config: TopicConfig
+    count: int
+    assignments: list | None
+    hosted: list[int]  # the partitions with a replica here: the logs to open
+
+
 class TopicRegistry:
     def __init__(self, config: NodeConfig, catalog, open_log: LogOpener, make_partition) -> None:
         self._config = config
@@ -58,6 +79,7 @@ class TopicRegistry:
         self._make_partition = make_partition  # (topic, index, topic_id, log, config, topic_num)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._pending: dict[str, PendingTopic] = {}
         self._num = 0
 
     def load(self) -> None:
@@ -102,7 +124,7 @@ class TopicRegistry:
         problem = topic_name_problem(name)
         if problem:
             raise TopicError("INVALID_TOPIC_EXCEPTION", problem)
-        if name in self._by_name:
+        if name in self._by_name or name in self._pending:
             raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
         if not 1 <= num_partitions <= MAX_PARTITIONS:
             raise TopicError("INVALID_PARTITIONS", f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
@@ -119,15 +141,52 @@ class TopicRegistry:
                                      topic_id=topic_id, assignments=assignments)
         return self._add(name, entry.topic_id, config, num_partitions, entry.assignments)
 
-    def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int, assignments=None) -> Topic:
+    # -- creation with the logs opened off the loop ----------------------------------------------
+    def reserve(self, name: str, num_partitions: int, configs: dict, *, topic_id: uuid.UUID | None = None,
+                assignments: list | None = None) -> PendingTopic:
+        """`create`'s first half: validated and in the catalog; `complete` adds it once the
+        logs of `hosted` are open."""
+        config = self.validate(name, num_partitions, configs)
+        entry = self._catalog.create(name, num_partitions, {k: v for k, v in configs.items() if v is not None},
+                                     topic_id=topic_id, assignments=assignments)
+        hosted = [i for i in range(num_partitions) if self._hosts(name, entry.assignments, i)]
+        pending = PendingTopic(name, entry.topic_id, config, num_partitions, entry.assignments, hosted)
+        self._pending[name] = pending
+        return pending
+
+    def pending(self, name: str) -> PendingTopic | None:
+        return self._pending.get(name)
+
+    def pending_by_id(self, topic_id: uuid.UUID) -> PendingTopic | None:
+        return next((p for p in self._pending.values() if p.topic_id == topic_id), None)
+
+    def pending_partition_count(self) -> int:
+        return sum(p.count for p in self._pending.values())
+
+    def complete(self, pending: PendingTopic, logs: dict) -> Topic:
+        """`logs`: partition index -> its opened log, for each of `pending.hosted`."""
+        del self._pending[pending.name]
+        return self._add(pending.name, pending.topic_id, pending.config, pending.count, pending.assignments, logs)
+
+    def drop_pending(self, name: str) -> PendingTopic | None:
+        """Deleted before its logs were open (or they failed to open): out of the catalog."""
+        pending = self._pending.pop(name, None)
+        if pending is not None:
+            self._catalog.delete(name)
+        return pending
+
+    def _hosts(self, name: str, assignments, index: int) -> bool:
+        return not (assignments and self._config.clustered and self._config.node_id not in assignments[index]
+                    and name != ALWAYS_HOSTED)
+
+    def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int, assignments=None,
+             logs: dict | None = None) -> Topic:
         self._num += 1
         num = self._num
-        node_id = self._config.node_id
         partitions = [
-            None if (assignments and self._config.clustered and node_id not in assignments[i]
-                     and name != ALWAYS_HOSTED) else
-            self._make_partition(name, i, topic_id, self._open_log(name, i, config), config, num,
-                                 assignments[i] if assignments else None)
+            self._make_partition(name, i, topic_id, logs[i] if logs is not None else self._open_log(name, i, config),
+                                 config, num, assignments[i] if assignments else None)
+            if self._hosts(name, assignments, i) else None
             for i in range(count)
         ]
         topic = Topic(name, topic_id, config, partitions, num=num)

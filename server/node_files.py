@@ -47,9 +47,11 @@ def secure_runtime(clock=None, raft_config: RaftConfig | None = None, wall_clock
 
 
 def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config: RaftConfig | None = None,
-                       wall_clock=None) -> Node:
+                       wall_clock=None, open_logs_off_loop: bool = False) -> Node:
     """Recover every log, then elect (a single voter leads at a new epoch). `now_ms` is the timer
-    clock's time; `wall_clock` (ms since the epoch, default: timers' time) stamps (server/clocks.py)."""
+    clock's time; `wall_clock` (ms since the epoch, default: timers' time) stamps (server/clocks.py).
+    `open_logs_off_loop`: a new topic's logs are opened by a job (quorum/log_opening.py), as the
+    server does; tests that drive the node by hand may open them inline."""
     data_dir = Path(config.data_dir)
     startup = prepare_data_dir(config, wall_clock() if wall_clock is not None else now_ms)
 
@@ -59,7 +61,8 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config:
 
     storage = NodeStorage(catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                           producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
-                          open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"))
+                          open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),
+                          opens_logs_off_loop=open_logs_off_loop)
     node = Node(config, storage, secure_runtime(clock, raft_config, wall_clock), NodeStartup(
         rejoining=startup.rejoining, forced=startup.forced,
         on_rejoin_complete=lambda: clear_rejoin_marker(data_dir),
@@ -86,4 +89,5 @@ def open_file_node(settings_values: dict, now_ms: int) -> Node:
     its wall clock. `clock` only measures how long loading snapshots took
     (kraftd_load_snapshot_latency_ms)."""
     return open_node_on_files(node_config_from_settings(settings_values), now_ms, clock=time.monotonic,
-                              raft_config=raft_config_from_settings(settings_values), wall_clock=wall_ms)
+                              raft_config=raft_config_from_settings(settings_values), wall_clock=wall_ms,
+                              open_logs_off_loop=True)

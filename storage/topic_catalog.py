@@ -157,7 +157,7 @@ class TopicCatalog:
                 for t in topics.values()
             },
         }
-        atomic_write(self._path, json.dumps(doc, sort_keys=True, indent=1).encode())
+        atomic_write(self._path, json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _random_topic_id() -> uuid.UUID:

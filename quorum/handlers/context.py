@@ -58,7 +58,7 @@ class HandlerContext:
         plane = self.plane
         if plane is not None:
             return sum(len(t.partitions) for t in plane.image.topics.values())
-        return sum(len(t.partitions) for t in self.topics)
+        return sum(len(t.partitions) for t in self.topics) + self.topics.pending_partition_count()
 
     def admit_auto_create(self, name: str, now_ms: int) -> ErrorCode:
         """May a client's Metadata or Produce auto-create topic `name` now? NONE, or
@@ -66,6 +66,8 @@ class HandlerContext:
         A topic the cluster has, or is already creating for an earlier request, costs nothing."""
         plane = self.plane
         if plane is not None and (plane.image.topic(name) is not None or plane.auto_create_pending(name, now_ms)):
+            return ErrorCode.NONE
+        if self.topics.pending(name) is not None:
             return ErrorCode.NONE
         topics = len(plane.image.topics) if plane is not None else len(self.topics)
         return self.auto_creates.admit(now_ms, topics, self.partition_count, self.config.max_partitions,

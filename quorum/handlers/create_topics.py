@@ -8,8 +8,9 @@ from ...protocol.messages import CreateTopicsResponse
 
 from ..limits import PARTITIONS, capped_timeout, partitions_over
 from ..metadata.topic_creation import create_topics, created_result, error_result, fail_all
-from ..outcomes import Respond
-from ..topics import MAX_PARTITIONS, TopicError
+from ..log_opening import opened_key
+from ..outcomes import Park, Respond
+from ..topics import MAX_PARTITIONS, TopicCreating, TopicError
 
 
 def handle(ctx, header, request, now_ms, peer):
@@ -18,13 +19,21 @@ def handle(ctx, header, request, now_ms, peer):
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     budget = [ctx.partition_count()]  # partitions held, plus those this request adds
-    results = [_create_one(ctx, topic, request.validate_only, duplicates, budget) for topic in request.topics]
-    return Respond(CreateTopicsResponse(throttle_time_ms=0, topics=results))
+    opening: list = []  # the results of topics whose logs are being opened off the loop
+    results = [_create_one(ctx, topic, request.validate_only, duplicates, budget, opening) for topic in request.topics]
+    response = CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    if not opening or request.timeout_ms <= 0:  # (timeout 0: started, not waited for, as in Kafka)
+        return Respond(response)
+    wait = _UntilServed(ctx.topics, response, opening, now_ms + capped_timeout(
+        request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals))
+    return Respond(response) if wait.try_complete(now_ms) is not None else Park(ctx.purgatory.park(wait))
 
 
-def _create_one(ctx, topic, validate_only: bool, duplicates: set, budget: list) -> object:
+def _create_one(ctx, topic, validate_only: bool, duplicates: set, budget: list, opening: list) -> object:
     if topic.name in duplicates:
         return error_result(topic.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
+    if ctx.topics.pending(topic.name) is not None:
+        return error_result(topic.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
     problem = _replication_problem(ctx, topic)
     if problem:
         return error_result(topic.name, *problem)
@@ -41,12 +50,52 @@ def _create_one(ctx, topic, validate_only: bool, duplicates: set, budget: list) 
             config = ctx.topics.validate(topic.name, count, configs)
             topic_id = None
         else:
-            created = ctx.create_topic(topic.name, count, configs)
+            try:
+                created = ctx.create_topic(topic.name, count, configs)
+            except TopicCreating as creating:
+                created = creating.pending
+                opening.append(created)
             config, topic_id = created.config, created.topic_id
             budget[0] += count
     except TopicError as exc:
         return error_result(topic.name, ErrorCode[exc.error_name], str(exc))
     return created_result(topic.name, count, 1, config, set(configs), topic_id)
+
+
+class _UntilServed:
+    """A CreateTopics answered once each topic it created is served here (its logs opened off
+    the loop, quorum/log_opening.py). One deleted meanwhile, or whose logs failed to open, gets
+    UNKNOWN_SERVER_ERROR; at the timeout the others get REQUEST_TIMED_OUT (the creation goes on)."""
+
+    def __init__(self, topics, response, opening: list, deadline_ms: int) -> None:
+        self.topics = topics
+        self.response = response
+        self.opening = opening
+        self.deadline_ms = deadline_ms
+
+    def watch_keys(self):
+        return [opened_key(p.name) for p in self.opening]
+
+    def try_complete(self, now_ms: int):
+        if any(self.topics.pending(p.name) is p for p in self.opening):
+            return None
+        for pending in self.opening:
+            served = self.topics.get(pending.name)
+            if served is None or served.topic_id != pending.topic_id:
+                self._fail(pending.name, ErrorCode.UNKNOWN_SERVER_ERROR,
+                           f"Topic '{pending.name}' was deleted, or its logs failed to open, before it was served.")
+        return self.response
+
+    def expire(self, now_ms: int):
+        for pending in self.opening:
+            if self.topics.pending(pending.name) is pending:
+                self._fail(pending.name, ErrorCode.REQUEST_TIMED_OUT, None)
+        return self.response
+
+    def _fail(self, name: str, code: ErrorCode, message: str | None) -> None:
+        for result in self.response.topics:
+            if result.name == name:
+                result.error_code, result.error_message = code, message
 
 
 def _replication_problem(ctx, topic):

@@ -51,7 +51,11 @@ def _find(image, name, topic_id):
 
 
 def _delete_local(ctx, name, topic_id):
-    topic = ctx.topics.get(name) if name is not None else ctx.topics.get_by_id(topic_id)
+    topics = ctx.topics
+    if name is not None:
+        topic = topics.get(name) or topics.pending(name)  # (pending: its logs are being opened)
+    else:
+        topic = topics.get_by_id(topic_id) or topics.pending_by_id(topic_id)
     if topic is None or topic.name == METADATA_TOPIC:
         return _result(name, topic_id, _unknown(name, topic_id))
     ctx.delete_topic(topic.name)

@@ -44,6 +44,8 @@ def _lookup(ctx, wanted, allow_create: bool, version: int, now_ms: int):
         return _describe(ctx, topic)
     if topic_name_problem(wanted.name):
         return topic_error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if ctx.topics.pending(wanted.name) is not None:  # its logs are being opened (log_opening.py)
+        return topic_error(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE)
     if not allow_create:
         return topic_error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     refused = ctx.admit_auto_create(wanted.name, now_ms)

@@ -44,6 +44,17 @@ class NodeTestContext:
             self._collect(self.node.on_flushed(key, offset, self.now_ms))
         self._collect(self.node.poll(self.now_ms))
 
+    def run_jobs(self, error: BaseException | None = None) -> list:
+        """What the shell's worker threads do: run each job the node hands out and report it
+        done (with `error` instead, if given: the job failed). Returns the jobs."""
+        jobs = self.node.jobs()
+        for job in jobs:
+            if error is None:
+                job.run()
+            self.node.on_job_done(job, self.now_ms, error)
+        self._collect(self.node.poll(self.now_ms))
+        return jobs
+
     def _collect(self, completions) -> None:
         for c in completions:
             self.completions[c.token] = c.response
@@ -158,6 +169,7 @@ class NodeTestContextBuilder:
         self._session_ids = None
         self._now = START_MS
         self._wall_clock = None
+        self._off_loop = False
 
     def with_config(self, **overrides) -> "NodeTestContextBuilder":
         self._config = dataclasses.replace(self._config, **overrides)
@@ -173,13 +185,20 @@ class NodeTestContextBuilder:
         self._wall_clock = read
         return self
 
+    def with_logs_opened_off_loop(self) -> "NodeTestContextBuilder":
+        """A new topic's logs are opened by a job, as in the server (quorum/log_opening.py):
+        the test runs it with `run_jobs()`."""
+        self._off_loop = True
+        return self
+
     def with_topic(self, name: str, partitions: int = 1, configs: dict | None = None) -> "NodeTestContextBuilder":
         self._topics.append((name, partitions, configs or {}))
         return self
 
     def build(self) -> NodeTestContext:
-        ctx = NodeTestContext(open_node_on_files(self._config, self._now, wall_clock=self._wall_clock), self._config,
-                              self._now, self._wall_clock)
+        ctx = NodeTestContext(open_node_on_files(self._config, self._now, wall_clock=self._wall_clock,
+                                                 open_logs_off_loop=self._off_loop),
+                              self._config, self._now, self._wall_clock)
         if self._session_ids is not None:
             ctx.node.fetch_sessions._new_id = self._session_ids.__next__
         for name, partitions, configs in self._topics:

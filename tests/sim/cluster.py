@@ -14,6 +14,7 @@ from collections import Counter
 
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
+from kraftd.quorum.log_opening import OpenLogsJob
 from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_wiring import NodeRuntime, NodeStartup
@@ -473,6 +474,8 @@ class Simulation:
         if self._paused(sn, "snapshot", node_id, incarnation, job):
             return
         job.run()
+        if isinstance(job, OpenLogsJob):
+            self.coverage["log-opening jobs"] += 1
         if getattr(job, "follower_job", False):
             # A truncation's copy or an install's decoded state is ready; the loop hears of it
             # later: the log and the group may change meanwhile.

@@ -351,7 +351,9 @@ class Invariants:
         """Replicas hold identical batches below the smallest HW among the live ones."""
         for topic, voters in [(t, a[0]) for t, _, a in sim.topics] + sim.metadata_groups():
             key = (topic, 0)
-            live = [sim.nodes[v] for v in voters if sim.nodes[v].node is not None and key in sim.nodes[v].disk.logs]
+            # (a log opened by a job the node has not heard back from yet is not served)
+            live = [sim.nodes[v] for v in voters if sim.nodes[v].node is not None and key in sim.nodes[v].disk.logs
+                    and sim.nodes[v].node.topics.partition(*key) is not None]
             if len(live) < 2:
                 continue
             parts = [sn.node.topics.partition(*key) for sn in live]

@@ -1,6 +1,7 @@
 """In-memory stand-ins for a node's disk: what a crash keeps, and what a disk loss takes."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -181,6 +182,10 @@ class FileDisk(Disk):
         if log is None:
             log = self.logs[(topic, index)] = self._open(topic, index)
         return log
+
+    def storage(self) -> NodeStorage:
+        """As the server's: a new topic's logs are opened by a job (quorum/log_opening.py)."""
+        return dataclasses.replace(super().storage(), opens_logs_off_loop=True)
 
     def _open(self, topic, index) -> TrackedFileLog:
         log = TrackedFileLog(os.path.join(self.log_root, f"{topic}-{index}"), durable=self.durable,

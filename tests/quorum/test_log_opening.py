@@ -1,0 +1,121 @@
+"""A new topic's logs opened off the loop (quorum/log_opening.py), as the server does: the
+request that creates a topic does no file I/O; a job opens the logs; the topic is served once
+the node hears the job is done."""
+from __future__ import annotations
+
+from kraftd.protocol import messages as m
+from kraftd.protocol.errors import ErrorCode
+from kraftd.quorum.log_opening import OpenLogsJob
+from kraftd.quorum.outcomes import Park, Respond
+
+from .node_context import NodeTestContext
+
+
+def _context(tmp_path) -> NodeTestContext:
+    return NodeTestContext.builder(tmp_path).with_logs_opened_off_loop().build()
+
+
+def _create(ctx, name: str, partitions: int = 2, timeout_ms: int = 5000):
+    return ctx.deliver(m.CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=False, topics=[
+        m.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
+                                              assignments=[], configs=[])]), 7)
+
+
+def _metadata_error(ctx, name: str, allow_create: bool = False) -> int:
+    response = ctx.respond(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                                             allow_auto_topic_creation=allow_create), 12)
+    return response.topics[0].error_code
+
+
+def _answer(ctx, outcome):
+    assert isinstance(outcome, Park), outcome
+    return ctx.completions.get(outcome.token)
+
+
+def test_create_topics_waits_for_the_job_that_opens_its_logs(tmp_path):
+    ctx = _context(tmp_path)
+    outcome = _create(ctx, "t")
+    assert _answer(ctx, outcome) is None  # parked: nothing is served yet
+    assert not (tmp_path / "t-0").exists() and not (tmp_path / "t-1").exists()  # no file made on the loop
+    assert _metadata_error(ctx, "t") == ErrorCode.LEADER_NOT_AVAILABLE
+    assert _metadata_error(ctx, "t", allow_create=True) == ErrorCode.LEADER_NOT_AVAILABLE
+    produced = ctx.produce("t", 0, b"")
+    assert isinstance(produced, Respond)
+    assert produced.response.responses[0].partition_responses[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    again = _create(ctx, "t")  # a second CreateTopics for the name: it exists
+    assert again.response.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+    jobs = ctx.run_jobs()
+    assert [type(j) for j in jobs] == [OpenLogsJob]
+    answer = _answer(ctx, outcome)
+    assert answer is not None and answer.topics[0].error_code == 0, answer
+    assert answer.topics[0].topic_id == ctx.node.topics.get("t").topic_id
+    assert (tmp_path / "t-0").is_dir() and (tmp_path / "t-1").is_dir()
+    assert _metadata_error(ctx, "t") == 0
+    assert ctx.produce_ok("t", 1, ["a", "b"]).base_offset == 1  # after the epoch's LeaderChange
+
+
+def test_a_topic_deleted_while_its_logs_open_is_never_served(tmp_path):
+    ctx = _context(tmp_path)
+    outcome = _create(ctx, "gone")
+    deleted = ctx.respond(m.DeleteTopicsRequest(topic_names=["gone"], timeout_ms=1000), 4)
+    assert deleted.responses[0].error_code == 0
+    assert ctx.node.topics.pending("gone") is None and "gone" not in ctx.node._hosting._catalog
+    answer = _answer(ctx, outcome)
+    assert answer is not None and answer.topics[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert [type(j) for j in ctx.run_jobs()] == []  # never handed out: nothing opens its logs
+    assert ctx.node.topics.get("gone") is None and not (tmp_path / "gone-0").exists()
+
+
+def test_the_logs_a_cancelled_job_opened_are_discarded(tmp_path):
+    ctx = _context(tmp_path)
+    outcome = _create(ctx, "late", partitions=1)
+    jobs = ctx.node.jobs()  # handed out: a worker thread opens the logs
+    jobs[0].run()
+    assert (tmp_path / "late-0").is_dir()
+    ctx.respond(m.DeleteTopicsRequest(topic_names=["late"], timeout_ms=1000), 4)
+    ctx.node.on_job_done(jobs[0], ctx.now_ms)
+    assert ctx.node.topics.get("late") is None
+    assert not (tmp_path / "late-0").exists()  # renamed away (and removed in the background)
+    assert _answer(ctx, outcome).topics[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert isinstance(_create(ctx, "late", partitions=1), Park)  # the name is free again
+    ctx.run_jobs()
+    assert ctx.produce_ok("late", 0, ["x"]).base_offset == 1
+
+
+def test_a_failed_job_frees_the_name_and_the_creation_fails(tmp_path):
+    ctx = _context(tmp_path)
+    outcome = _create(ctx, "bad", partitions=1)
+    ctx.run_jobs(error=OSError(28, "No space left on device"))
+    assert _answer(ctx, outcome).topics[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert ctx.node.topics.get("bad") is None and ctx.node.topics.pending("bad") is None
+    assert "bad" not in ctx.node._hosting._catalog
+    retry = _create(ctx, "bad", partitions=1)
+    ctx.run_jobs()
+    assert _answer(ctx, retry).topics[0].error_code == 0
+
+
+def test_a_restart_before_the_job_ran_opens_the_catalogued_topic(tmp_path):
+    ctx = _context(tmp_path)
+    _create(ctx, "kept", partitions=1)
+    ctx = ctx.restart()  # the reservation was in the catalog: startup opens its logs inline
+    assert ctx.node.topics.get("kept") is not None
+    assert ctx.produce_ok("kept", 0, ["v"]).base_offset >= 1
+
+
+def test_timeout_zero_starts_the_creation_without_waiting(tmp_path):
+    ctx = _context(tmp_path)
+    outcome = _create(ctx, "quick", timeout_ms=0)
+    assert isinstance(outcome, Respond) and outcome.response.topics[0].error_code == 0
+    assert ctx.node.topics.pending("quick") is not None
+    ctx.run_jobs()
+    assert ctx.node.topics.get("quick") is not None
+
+
+def test_a_parked_create_times_out_and_the_creation_goes_on(tmp_path):
+    ctx = _context(tmp_path)
+    outcome = _create(ctx, "slow", timeout_ms=100)
+    ctx.advance(200)
+    assert _answer(ctx, outcome).topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
+    ctx.run_jobs()
+    assert ctx.node.topics.get("slow") is not None
