@@ -113,9 +113,11 @@ class Hosting:
         return max(epochs, default=self.legacy_epoch())
 
     # -- creating and deleting --------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int, configs: dict) -> Topic:
+    def create_topic(self, name: str, partitions: int, configs: dict, *, open_inline: bool = False) -> Topic:
         """A client's CreateTopics or auto-creation. In a cluster it goes through the controller
-        and the client retries."""
+        and the client retries. With a storage that opens logs off the loop, raises
+        TopicCreating (log_opening.py) unless `open_inline`: Metadata and Produce auto-create
+        a topic of default_partitions and answer with it, as before."""
         now_ms = self._changes.now_ms
         if self.plane is not None:
             if self.plane.image.topic(name) is not None:
@@ -124,7 +126,7 @@ class Hosting:
             raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
         if self.topics.pending(name) is not None:
             raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
-        if self._opening is not None:
+        if self._opening is not None and not open_inline:
             pending = self.topics.reserve(name, partitions, configs)
             self._opening.start(pending)
             raise TopicCreating(pending)

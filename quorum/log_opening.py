@@ -9,8 +9,12 @@ catalog at once (`TopicRegistry.reserve`: its name is taken, nothing is served y
 thread and hands the job back (`Node.on_job_done`); on the loop the topic is then added with
 those logs and its groups start.
 
-Meanwhile Metadata and Produce answer LEADER_NOT_AVAILABLE for it, and a CreateTopics waits,
-up to its timeout, until the topic is served (handlers/create_topics.py). A topic deleted
+This is how CreateTopics, the `__consumer_offsets` topic a first FindCoordinator creates, and
+a cluster's hosting (the metadata image) make topics. Meanwhile Metadata and Produce answer
+LEADER_NOT_AVAILABLE for it, FindCoordinator COORDINATOR_NOT_AVAILABLE, and a CreateTopics
+waits, up to its timeout, until the topic is served (handlers/create_topics.py). An
+auto-creation by Metadata or Produce (one topic of `default_partitions`, rate-limited) still
+opens inline and answers with the topic, as clients written against it expect. A topic deleted
 meanwhile (DeleteTopics; in a cluster, the metadata image) loses its reservation, and the logs
 its job opened are discarded when the job comes back. A job that failed loses the reservation
 too: the catalog entry goes, and in a cluster the next reconciliation tries again.

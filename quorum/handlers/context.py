@@ -26,7 +26,7 @@ class HandlerContext:
     purgatory: Purgatory
     allocate_producer_id: Callable[[], int]
     # Creates a topic and gives each partition its epoch start (LeaderChange batch).
-    create_topic: Callable[[str, int, dict], Topic]
+    create_topic: Callable[..., Topic]  # Hosting.create_topic
     fetch_sessions: FetchSessionCache
     replication: object = None  # quorum.raft.replication.Replication
     plane: object = None        # quorum.metadata.plane.MetadataPlane in a cluster, else None

@@ -52,7 +52,7 @@ def _lookup(ctx, wanted, allow_create: bool, version: int, now_ms: int):
     if refused:
         return topic_error(wanted.name, refused)
     try:
-        return _describe(ctx, ctx.create_topic(wanted.name, ctx.config.default_partitions, {}))
+        return _describe(ctx, ctx.create_topic(wanted.name, ctx.config.default_partitions, {}, open_inline=True))
     except TopicError as exc:
         return topic_error(wanted.name, ErrorCode[exc.error_name])
 

@@ -80,7 +80,7 @@ def _append(ctx, topic: str, data, now_ms: int):
             return _error(data.index, refused, f"Topic '{topic}' was not auto-created (auto_create_topics_rate, "
                                                "auto_create_topics_max or max_partitions)."), None, 0
         try:
-            ctx.create_topic(topic, ctx.config.default_partitions, {})
+            ctx.create_topic(topic, ctx.config.default_partitions, {}, open_inline=True)
         except TopicError as exc:
             return _error(data.index, ErrorCode[exc.error_name], str(exc)), None, 0
         partition = ctx.topics.partition(topic, data.index)

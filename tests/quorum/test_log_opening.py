@@ -119,3 +119,13 @@ def test_a_parked_create_times_out_and_the_creation_goes_on(tmp_path):
     assert _answer(ctx, outcome).topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
     ctx.run_jobs()
     assert ctx.node.topics.get("slow") is not None
+
+
+def test_an_auto_creation_opens_inline_and_answers_with_the_topic(tmp_path):
+    """Metadata (and Produce) auto-creation keeps answering with the topic at once."""
+    ctx = _context(tmp_path)
+    response = ctx.respond(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="auto")],
+                                             allow_auto_topic_creation=True), 12)
+    assert response.topics[0].error_code == 0 and len(response.topics[0].partitions) == 1
+    assert ctx.run_jobs() == []
+    assert ctx.produce_ok("auto", 0, ["x"]).base_offset == 1
