@@ -126,6 +126,9 @@ class Hosting:
             raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
         if self.topics.pending(name) is not None:
             raise TopicError("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
+        if self._opening is not None and self._opening.busy(name):
+            raise TopicError("LEADER_NOT_AVAILABLE" if open_inline else "TOPIC_ALREADY_EXISTS",
+                             f"Topic '{name}' is marked for deletion.")
         if self._opening is not None and not open_inline:
             pending = self.topics.reserve(name, partitions, configs)
             self._opening.start(pending)
@@ -141,6 +144,8 @@ class Hosting:
         while its logs are being opened off the loop (log_opening.py)."""
         self._changes.now_ms = now_ms
         if self._opening is not None:
+            if self._opening.busy(name):
+                return None  # an older topic's cancelled job is out: logs_opened reconciles again
             self._opening.start(self.topics.reserve(name, len(assignments), configs, topic_id=topic_id,
                                                     assignments=assignments))
             return None
@@ -179,10 +184,17 @@ class Hosting:
             with self._epoch_floor_fixed():
                 self.topics.complete(pending, logs)
             self._replication.poll(now_ms)  # a group of one voter leads at once
-        elif error is not None:
-            log.error("opening the logs of topic %s failed: %r", pending.name, error)
-            if self.plane is not None:  # the next reconciliation tries again
-                self.plane.machine.touched.add(topic_key(pending.topic_id))
+        else:
+            if error is not None:
+                log.error("opening the logs of topic %s failed: %r", pending.name, error)
+            info = self.plane.image.topic(pending.name) if self.plane is not None else None
+            if info is not None:
+                # What the image holds under that name is hosted again: a failed job's topic at
+                # the next reconciliation (no retry loop while a disk fails), a newer topic that
+                # waited for this cancelled job's logs to go at once.
+                self.plane.machine.touched.add(topic_key(info.topic_id))
+                if error is None:
+                    self.reconcile(now_ms)
         self._changes.wake([opened_key(pending.name)])
 
     # -- the metadata image decides what this node hosts ------------------------------------------

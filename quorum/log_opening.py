@@ -16,8 +16,11 @@ waits, up to its timeout, until the topic is served (handlers/create_topics.py).
 auto-creation by Metadata or Produce (one topic of `default_partitions`, rate-limited) still
 opens inline and answers with the topic, as clients written against it expect. A topic deleted
 meanwhile (DeleteTopics; in a cluster, the metadata image) loses its reservation, and the logs
-its job opened are discarded when the job comes back. A job that failed loses the reservation
-too: the catalog entry goes, and in a cluster the next reconciliation tries again.
+its job opened are discarded when the job comes back. Until then the name cannot be created
+again (CreateTopics: TOPIC_ALREADY_EXISTS, "marked for deletion", as Kafka answers while it
+deletes a topic; a cluster hosts it once the job is back): those logs sit in the directories a
+new topic of that name would use. A job that failed loses the reservation too: the catalog
+entry goes, and in a cluster the next reconciliation tries again.
 """
 from __future__ import annotations
 
@@ -67,6 +70,9 @@ class LogOpening:
         self._open_log = open_log
         self._jobs: dict[str, OpenLogsJob] = {}  # by topic name
         self._due: list[OpenLogsJob] = []
+        # Cancelled after they were handed out: until each comes back, the logs it may have
+        # opened sit in its topic's directories, so nothing may open a log of that name.
+        self._returning: dict[str, OpenLogsJob] = {}
 
     def start(self, pending: PendingTopic) -> None:
         job = OpenLogsJob(pending, self._open_log)
@@ -77,6 +83,10 @@ class LogOpening:
         due, self._due = self._due, []
         return due
 
+    def busy(self, name: str) -> bool:
+        """A cancelled job for `name` is still out: a new log of that name must wait for it."""
+        return name in self._returning
+
     def cancel(self, name: str) -> PendingTopic | None:
         """The topic is deleted before it was served: its reservation goes now, its logs when
         the job comes back (at once if it never left)."""
@@ -86,6 +96,8 @@ class LogOpening:
             job.cancelled = True
             if job in self._due:
                 self._due.remove(job)
+            else:
+                self._returning[name] = job
         return pending
 
     def finish(self, job: OpenLogsJob, error: BaseException | None) -> dict | None:
@@ -93,6 +105,8 @@ class LogOpening:
         name = job.pending.name
         if self._jobs.get(name) is job:
             del self._jobs[name]
+        if self._returning.get(name) is job:
+            del self._returning[name]
         if job.cancelled or self._topics.pending(name) is not job.pending:
             job.discard()
             return None

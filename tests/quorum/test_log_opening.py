@@ -129,3 +129,25 @@ def test_an_auto_creation_opens_inline_and_answers_with_the_topic(tmp_path):
     assert response.topics[0].error_code == 0 and len(response.topics[0].partitions) == 1
     assert ctx.run_jobs() == []
     assert ctx.produce_ok("auto", 0, ["x"]).base_offset == 1
+
+
+def test_the_name_of_a_cancelled_job_still_out_is_not_reused_until_it_returns(tmp_path):
+    """Its logs sit in the directories a new topic of that name would open: the new topic
+    waits (TOPIC_ALREADY_EXISTS, "marked for deletion", as Kafka answers), then succeeds."""
+    ctx = _context(tmp_path)
+    _create(ctx, "again", partitions=1)
+    jobs = ctx.node.jobs()  # handed out, not back yet
+    ctx.respond(m.DeleteTopicsRequest(topic_names=["again"], timeout_ms=1000), 4)
+    refused = _create(ctx, "again", partitions=1)
+    assert isinstance(refused, Respond)
+    assert refused.response.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert "marked for deletion" in refused.response.topics[0].error_message
+    produced = ctx.produce("again", 0, b"")  # nor may an auto-creation open it meanwhile
+    assert produced.response.responses[0].partition_responses[0].error_code != 0
+    jobs[0].run()
+    ctx.node.on_job_done(jobs[0], ctx.now_ms)  # cancelled: its logs are discarded
+    outcome = _create(ctx, "again", partitions=1)
+    ctx.run_jobs()
+    assert _answer(ctx, outcome).topics[0].error_code == 0
+    assert ctx.produce_ok("again", 0, ["x"]).base_offset == 1
+    assert (tmp_path / "again-0").is_dir()
