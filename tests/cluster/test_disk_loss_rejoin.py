@@ -134,7 +134,10 @@ def test_an_empty_data_dir_catches_up_every_partition_before_it_votes(tmp_path):
         dirs = {i: cluster.process(i).data_dir for i in cluster.ids}
         records = 0
         for partition in (0, 1):
-            hw = high_watermark([cluster.node(i) for i in cluster.ids], "data", partition)[1]
+            # A leader answers once it leads (a new one answers OFFSET_NOT_AVAILABLE until its HW
+            # reaches its epoch: KIP-207), so the HW is read when some node leads and says so.
+            _, hw = wait_until(lambda p=partition: high_watermark([cluster.node(i) for i in cluster.ids],
+                                                                  "data", p), 30, f"data-{partition}'s HW")
             wait_until(lambda p=partition, h=hw: read_replica_log(dirs[lost], "data", p).end_offset >= h, 30,
                        f"data-{partition} on the rejoined node to reach the HW")
             entries = assert_replicas_identical_below_hw(dirs, "data", partition, hw)

@@ -197,6 +197,9 @@ class Simulation:
         self.events_run = 0
         self.fault_log: list[str] = []
         self.observers: list = []  # called after every event (invariant checks)
+        # The nodes whose state the current event changed: every change goes through a step
+        # (carry_out) or a crash. The checks look at these only; None: every node (at boot).
+        self.touched: set | None = None
         self._checking = False
         self._admin_topics: dict = {}
         self._admin_topics_at = -1
@@ -240,12 +243,14 @@ class Simulation:
         while self._events and self._events[0][0] <= end_ms:
             time_ms, _, kind, payload = heapq.heappop(self._events)
             self.now = max(self.now, time_ms)
+            self.touched = set()
             getattr(self, "_on_" + kind)(*payload)
             self.events_run += 1
             self._checking = True  # nothing changes while the checks run: admin_topics() is cached
             for check in self.observers:
                 check(self)
             self._checking = False
+            self.touched = None
         self.now = max(self.now, end_ms)
 
     def log_fault(self, text: str) -> None:
@@ -269,6 +274,8 @@ class Simulation:
         does, but in virtual time: a persist, a flush or a snapshot write completes fsync_ms
         later (or never: a crash loses it), and a node may crash at a protocol moment between
         two actions."""
+        if self.touched is not None:
+            self.touched.add(sn.id)
         if actions.fatal is not None:  # a failed fsync: the server stops at once
             fatal = actions.fatal
             if not isinstance(fatal.error, InjectedFsyncError):
@@ -500,6 +507,8 @@ class Simulation:
         sn = self.nodes[node_id]
         if sn.node is None:
             return
+        if self.touched is not None:
+            self.touched.add(node_id)
         if sn.step.persisting:
             self.coverage["crashes while persisting"] += 1
         if lose_disk and any(other.rejoining for other in self.nodes.values()):

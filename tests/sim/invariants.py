@@ -127,7 +127,11 @@ def _describe(sn, key) -> str:
 
 
 class Invariants:
-    """Cheap checks after every event; the full log comparisons every `full_every` events."""
+    """Cheap checks after every event; the full log comparisons every `full_every` events.
+
+    An event changes the state of the nodes it stepped or crashed only (`sim.touched`), so the
+    per-event checks look at those; everything else is as the last check left it. Every
+    `full_every` events, and when `sim.touched` is None, every node is looked at."""
 
     def __init__(self, full_every: int = 500) -> None:
         self.leaders: dict = {}          # (group, epoch) -> node id
@@ -147,10 +151,16 @@ class Invariants:
         self.history_upto: dict = {}     # group -> offset the history is complete to (None: a gap)
         self.max_leader_hw: dict = {}    # group -> the highest HW any leader announced
         self.leadership_start_hw: dict = {}  # (node, group, epoch) -> the HW it led with at first
+        self._majority: dict = {}        # group -> (last committed batch, voters, {voter: holds it})
+        self._admin_seen: dict | None = None
+        self._voters: dict = {}          # topic -> voters, while the admin topics stay the same
 
     def __call__(self, sim) -> None:
         self.checked += 1
-        for sn in sim.nodes.values():
+        full = self.checked % self.full_every == 0
+        touched = None if full else getattr(sim, "touched", None)
+        nodes = sim.nodes.values() if touched is None else [sim.nodes[i] for i in touched]
+        for sn in nodes:
             for key, state in sn.disk.elections.states.items():
                 # (per disk: a node that lost its disk starts again from nothing)
                 before = self.persisted_epoch.get((id(sn.disk), key), -1)
@@ -174,8 +184,8 @@ class Invariants:
                 self._commit_rule(sn, key, group, hw)
                 self._note_commit(sim, key, group)
             self._followers_behind_leaders(sn)
-        self._committed_on_majority(sim)
-        if self.checked % self.full_every == 0:
+        self._committed_on_majority(sim, touched)
+        if full:
             self.replicas_agree(sim)
             self.replicas_match_history(sim)
             self.history_on_majority(sim)
@@ -318,34 +328,60 @@ class Invariants:
                     raise Violation(f"node {sn.id} {key}: snapshot {sid} holds {len(actual)} keys, replaying the "
                                     f"committed log to {sid.end_offset} gives {len(expected)}")
 
-    def _committed_on_majority(self, sim) -> None:
-        """The last batch below every HW a leader announced is durably on a majority of voters."""
+    def _voters_of(self, sim, topic: str) -> tuple:
+        voters = self._voters.get(topic)
+        if voters is None:
+            voters = self._voters[topic] = sim.voters_of(topic)
+        return voters
+
+    def _committed_on_majority(self, sim, touched: set | None = None) -> None:
+        """The last batch below every HW a leader announced is durably on a majority of voters.
+        Who holds it is remembered per group: only a new batch, new voters or a touched voter
+        change the count."""
+        if touched is not None and not touched:
+            return  # nothing changed: no node stepped, none crashed
+        admin = sim.admin_topics()
+        if admin != self._admin_seen:
+            self._admin_seen, self._voters = admin, {}
         for key, (hw, batch) in self.committed.items():
-            voters = sim.voters_of(key[0])
+            voters = self._voters_of(sim, key[0])
             if not voters:
                 continue  # a deleted topic
-            holding = 0
-            for v in voters:
-                if _abstains(sim.nodes[v], key):
-                    holding += 1  # lost its disk and may not vote yet: it cannot elect a leader without it
+            known = self._majority.get(key)
+            if touched is None or known is None or known[0] != batch or known[1] != voters:
+                holds = {v: self._holds(sim, key, v, batch) for v in voters}
+                self._majority[key] = (batch, voters, holds)
+            else:
+                holds = known[2]
+                changed = False
+                for v in touched:
+                    if v in holds:
+                        holds[v] = self._holds(sim, key, v, batch)
+                        changed = True
+                if not changed:
                     continue
-                log = sim.nodes[v].disk.logs.get(key)
-                if log is None:
-                    continue
-                # Unchanged since we saw it hold the batch, unless its end or flushed offset went
-                # back (only a truncation or a crash removes a batch): no need to look again.
-                seen = self._holding.get((key, v))
-                if (seen is not None and seen[0] == batch and seen[1] == id(log)
-                        and log.log_end_offset >= seen[2] and log.flushed_offset >= seen[3]):
-                    holding += 1
-                    continue
-                durable = min(log.flushed_offset, log.log_end_offset)
-                if log.log_start_offset > batch[0] or (durable > batch[1] and _same_batch(_header_at(log, batch[0]), batch)):
-                    holding += 1
-                    self._holding[(key, v)] = (batch, id(log), log.log_end_offset, log.flushed_offset)
+            holding = sum(holds.values())
             if holding * 2 <= len(voters):
                 raise Violation(f"{key}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
                                 f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], key) for v in voters))
+
+    def _holds(self, sim, key, v: int, batch) -> bool:
+        if _abstains(sim.nodes[v], key):
+            return True  # lost its disk and may not vote yet: it cannot elect a leader without it
+        log = sim.nodes[v].disk.logs.get(key)
+        if log is None:
+            return False
+        # Unchanged since we saw it hold the batch, unless its end or flushed offset went back
+        # (only a truncation or a crash removes a batch): no need to read it again.
+        seen = self._holding.get((key, v))
+        if (seen is not None and seen[0] == batch and seen[1] == id(log)
+                and log.log_end_offset >= seen[2] and log.flushed_offset >= seen[3]):
+            return True
+        durable = min(log.flushed_offset, log.log_end_offset)
+        if log.log_start_offset > batch[0] or (durable > batch[1] and _same_batch(_header_at(log, batch[0]), batch)):
+            self._holding[(key, v)] = (batch, id(log), log.log_end_offset, log.flushed_offset)
+            return True
+        return False
 
     def replicas_agree(self, sim) -> None:
         """Replicas hold identical batches below the smallest HW among the live ones."""

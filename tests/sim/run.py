@@ -108,6 +108,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
                 break
         else:
             raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}")
+        invariants(sim)  # every node, once more (between events the checks saw only the touched ones)
         invariants.replicas_agree(sim)
         invariants.replicas_match_history(sim)
         invariants.history_on_majority(sim)
