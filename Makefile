@@ -36,8 +36,12 @@ serve: install
 	$(VENV)/bin/kraftd serve $(ARGS)
 
 # pytest exits 5 when it collects nothing; make treats that as a failure, which is what we want.
+# pytest-xdist runs the suite on TEST_WORKERS workers: most tests wait on real processes and
+# sockets, so three workers keep two cores busy. Tests sharing a module/session fixture stay on
+# one worker, and the `long` ones start first (tests/conftest.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 3
 test: install-dev tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 soak: install-dev tools
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)

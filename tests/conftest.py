@@ -24,3 +24,32 @@ def kraftd_factory(tmp_path):
     yield start
     for server in started:
         server.kill()
+
+
+# -- pytest-xdist (`make test` runs the suite on several workers; see the Makefile) ------------
+
+def _shared_fixture_group(item) -> str | None:
+    """The one worker's worth of tests that share an instance of a fixture of ours: a module's
+    tests for a module-scoped one, every user of a session- or package-scoped one. Kept on one
+    worker, the fixture (a cluster, a Spark session) is set up once, as in a serial run."""
+    group = None
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        fixture = defs[-1]
+        if not fixture.baseid.startswith("tests"):
+            continue  # pytest's and the plugins' own
+        if fixture.scope in ("session", "package"):
+            return f"shared:{fixture.baseid}"
+        if fixture.scope == "module":
+            group = f"shared:{item.module.__name__}"
+    return group
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `long` start first (under xdist none of them is left to run alone at the
+    end), and tests sharing one of our module/session fixtures form an xdist group."""
+    for item in items:
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -194,6 +194,7 @@ def check_consumed(reads: dict[int, list[Read]], logs: dict[int, list[LogEntry]]
 
 # -- the test -------------------------------------------------------------------------------------
 
+@pytest.mark.long
 def test_chaos_faults_lose_and_duplicate_nothing(tmp_path):
     seed = chaos_seed()
     print(f"\nchaos seed {seed}; replay: {replay_command(seed)}")

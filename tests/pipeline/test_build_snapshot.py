@@ -28,6 +28,7 @@ def _updates(n: int, keys: int, seed: int = 5):
         yield b"key-%08d" % k, value
 
 
+@pytest.mark.long
 def test_build_snapshot_5m_updates_500k_keys(spark, tmp_path):
     _check(spark, tmp_path, updates=5_000_000, keys=500_000)
 

@@ -250,6 +250,7 @@ def fuzz_server(tmp_path_factory):
     server.kill()
 
 
+@pytest.mark.long
 @pytest.mark.timeout(280)
 def test_fuzz_frames_while_good_client_runs(fuzz_server):
     server = fuzz_server

@@ -1,7 +1,9 @@
 """The deterministic simulation as part of `make test`: many seeds, zero violations; and proof
 that it finds bugs planted behind the test-only BugSwitches.
 
-SIM_SEEDS (default 500) seeds run in two processes. `make sim SEEDS=10000` runs more.
+SIM_SEEDS (default 500) seeds run in shards of 100, each a test of its own: pytest-xdist deals
+them to its workers (`make test`), each running its shard in one process; a plain pytest run
+gives each shard two processes. `make sim SEEDS=10000` runs more.
 A failure prints the one-line command that replays the seed with its fault log.
 """
 from __future__ import annotations
@@ -17,7 +19,10 @@ from .memory import growth_per_seed_kib, measure
 from .run import coverage_summary, run_many, run_seed
 
 SEEDS = int(os.environ.get("SIM_SEEDS", "500"))
-JOBS = int(os.environ.get("SIM_JOBS", "2"))
+# Under pytest-xdist the other workers have the cores; alone, a shard takes two.
+JOBS = int(os.environ.get("SIM_JOBS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2"))
+SHARD = 100
+SHARDS = [(start, min(SHARD, SEEDS - start)) for start in range(0, SEEDS, SHARD)]
 
 # How many seeds each planted bug may take to be found (measured: see the closing notes; the
 # bound leaves room so that an unrelated change of scheduling does not make this flaky).
@@ -34,22 +39,25 @@ BUG_BUDGET = {
 HUNTING = {"vote_not_persisted": 0.9}
 
 
-@pytest.mark.timeout(1200)  # 500 seeds take ~2.5 min unloaded; a busy machine must not fail them
-def test_seeds_hold_every_invariant():
+@pytest.mark.long
+@pytest.mark.timeout(1200)  # a shard takes ~2.5 min in one process unloaded; a busy machine must not fail it
+@pytest.mark.parametrize("start,count", SHARDS, ids=[f"seeds{a}-{a + n - 1}" for a, n in SHARDS])
+def test_seeds_hold_every_invariant(start, count):
     started = time.perf_counter()
-    results = run_many(range(SEEDS), jobs=JOBS)
+    results = run_many(range(start, start + count), jobs=JOBS)
     elapsed = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
     events = sum(r.events for r in results)
     acked = sum(r.acked for r in results)
-    print(f"\nsimulation: {SEEDS} seeds in {elapsed:.1f} s ({SEEDS / elapsed:.1f} seeds/s, "
+    print(f"\nsimulation: seeds {start}..{start + count - 1} in {elapsed:.1f} s ({count / elapsed:.2f} seeds/s, "
           f"{events / elapsed:,.0f} events/s), {acked} acks=all batches checked")
-    assert acked > SEEDS * 10, "the workload hardly produced: the simulation would prove little"
+    assert acked > count * 10, "the workload hardly produced: the simulation would prove little"
     assert not failed, "\n".join(f"seed {r.seed}: {r.error}\n  replay: {r.replay_command()}" for r in failed[:10])
     table, rare = coverage_summary(results)
     print(table)
-    # Every fault class and protocol event happens at least once per 50 seeds on average.
-    assert not rare, f"too rare over {SEEDS} seeds to prove anything: {rare}"
+    # Every fault class and protocol event happens at least once per 50 seeds on average, in
+    # every shard (so over all 500 seeds too).
+    assert not rare, f"too rare over seeds {start}..{start + count - 1} to prove anything: {rare}"
 
 
 @pytest.mark.parametrize("bug", sorted(BUG_BUDGET))
@@ -64,6 +72,7 @@ def test_planted_bug_is_found(bug):
     pytest.fail(f"{bug} was not found within {BUG_BUDGET[bug]} seeds")
 
 
+@pytest.mark.long
 def test_the_hunting_profile_finds_nothing_in_correct_code():
     """Crashing right after every granted vote is harmless when votes are persisted first."""
     failed = [r for r in run_many(range(60), jobs=JOBS, crash_after_vote=0.9) if not r.ok]
