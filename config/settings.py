@@ -23,6 +23,7 @@ SHELL_ONLY = frozenset({
     "listen", "metrics_listen", "log_format", "log_level",
     "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes", "fsync_aio",
     "cluster_secret", "cluster_secret_file", "max_connections", "max_connections_per_ip",
+    "security_protocol", "tls_cert_file", "tls_key_file", "tls_ca_file", "tls_client_auth",
 })
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
@@ -144,6 +145,16 @@ class Settings(BaseSettings):
     snapshot_max_bytes_between: int = Field(20 * MIB, gt=0)
     snapshot_start_offset_lag_time_max_ms: int = Field(7 * DAY_MS, gt=0)
 
+    # The Kafka listener's security protocol (Kafka's names): PLAINTEXT, or SSL (TLS with the
+    # PEM certificate chain and key below). tls_ca_file is what peers' certificates (and, with
+    # tls_client_auth requested/required, clients' certificates) are verified against; a client
+    # that shows a certificate is `User:<its subject>` (RFC 2253), as on Kafka.
+    security_protocol: Literal["PLAINTEXT", "SSL"] = "PLAINTEXT"
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_client_auth: Literal["none", "requested", "required"] = "none"
+
     # Cluster membership: "1@host:port,2@host:port,..." (Kafka's controller.quorum.voters).
     # Unset: a one-node cluster. The addresses are where *this* node reaches each voter.
     voters: str | None = None
@@ -219,6 +230,31 @@ class Settings(BaseSettings):
             raise ValueError("a cluster (voters names other nodes) needs cluster_secret (env KRAFTD_CLUSTER_SECRET) "
                              "or cluster_secret_file: nodes prove who they are with it, so that no client can act "
                              "as a node")
+        return self
+
+    @field_validator("security_protocol", mode="before")
+    @classmethod
+    def _protocol_name(cls, v):
+        return v.upper() if isinstance(v, str) else v
+
+    @field_validator("tls_client_auth", mode="before")
+    @classmethod
+    def _client_auth_name(cls, v):
+        return v.lower() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> "Settings":
+        if self.security_protocol == "SSL":
+            missing = [n for n in ("tls_cert_file", "tls_key_file") if getattr(self, n) is None]
+            if missing:
+                raise ValueError(f"security_protocol SSL needs {' and '.join(missing)} (PEM files)")
+        if self.tls_client_auth != "none" and self.tls_ca_file is None:
+            raise ValueError(f"tls_client_auth {self.tls_client_auth} needs tls_ca_file: client certificates "
+                             "are verified against it")
+        for name in ("tls_cert_file", "tls_key_file", "tls_ca_file"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{name} {path}: no such file")
         return self
 
     @model_validator(mode="after")

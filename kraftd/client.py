@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import time
 
@@ -44,9 +45,17 @@ class _SnapshotGone(Exception):
 class WireClient:
     """A minimal blocking Kafka-protocol connection (one request in flight)."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "kraftd-client", timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str = "kraftd-client", timeout: float = 30.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self._sock = socket.create_connection((host, int(port)), timeout=timeout)
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if tls is not None:  # a listener with security_protocol SSL
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host.strip("[]"))
+            except BaseException:
+                sock.close()
+                raise
+        self._sock = sock
         self._client_id = client_id
         self._correlation = 0
 

@@ -25,6 +25,7 @@ from .metrics import MetricsHttpServer, ServerMetrics
 from .node_api import NodeApi
 from .node_auth import NodeCredentials
 from .node_files import open_file_node
+from .tls import listener_context, peer_context
 
 log = structlog.get_logger("kraftd.app")
 
@@ -32,6 +33,8 @@ log = structlog.get_logger("kraftd.app")
 SHUTDOWN_GRACE_S = 5.0
 # How long SIGTERM waits for other nodes to take over the leaderships this node gave up.
 HANDOVER_WAIT_S = 3.0
+# A TLS client has this long to finish its handshake (asyncio's default is 60 s).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 NodeFactory = Callable[[dict, int], NodeApi]  # (to_node_config() dict, now_ms) -> node
 
@@ -63,10 +66,12 @@ class KraftdServer:
         s = self.settings
         loop = asyncio.get_running_loop()
         host, port = s.listen_address
+        tls = (listener_context(s.tls_cert_file, s.tls_key_file, s.tls_ca_file, s.tls_client_auth)
+               if s.security_protocol == "SSL" else None)
         # Bind before opening the node: with port 0 the node must advertise the real port.
         self._listener = await loop.create_server(
             self._new_connection, host, port, start_serving=False, reuse_address=True,
-            backlog=1024)
+            backlog=1024, ssl=tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls else None)
         self.kafka_address = self._listener.sockets[0].getsockname()[:2]
         config = s.to_node_config(bound_port=self.kafka_address[1])
         nofile = open_file_limit()
@@ -100,7 +105,9 @@ class KraftdServer:
             self.broker.peers = PeerLinks(s.node_id, parse_voters(s.voters), on_response=broker.on_peer_response,
                                           on_unreachable=broker.on_peer_unreachable,
                                           resolve=lambda node_id: self.node.broker_address(node_id),
-                                          credentials=credentials)
+                                          credentials=credentials,
+                                          tls=(peer_context(s.tls_cert_file, s.tls_key_file, s.tls_ca_file)
+                                               if tls is not None else None))
         self._metrics_http = MetricsHttpServer(
             self.metrics.registry, lambda: self._serving,
             post_routes={"/admin/snapshot": self.broker.snapshots.request})
@@ -137,7 +144,7 @@ class KraftdServer:
         s = self.settings
         return KafkaConnection(self.broker, max_frame_bytes=s.socket_request_max_bytes,
                                idle_timeout_s=s.connections_max_idle_ms / 1000,
-                               metrics=self.metrics)
+                               metrics=self.metrics, tls=s.security_protocol == "SSL")
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()

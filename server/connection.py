@@ -14,6 +14,8 @@ from typing import Any, Protocol as TypingProtocol
 
 import structlog
 
+from .tls import ANONYMOUS, principal_of
+
 log = structlog.get_logger("kraftd.connection")
 
 # Pause reading while the transport buffers more than this (bytes in flight per connection).
@@ -62,8 +64,9 @@ class ResponseSlot:
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int, idle_timeout_s: float,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, tls: bool = False) -> None:
         self._dispatcher = dispatcher
+        self._tls = tls  # TLS transports never take the sendfile path (it would bypass the encryption)
         self._max_frame = max_frame_bytes
         self._idle_timeout = idle_timeout_s
         self._metrics = metrics
@@ -81,6 +84,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_host = ""  # the client's address, the key of max_connections_per_ip
         self.parked: set[int] = set()  # tokens of this connection's parked requests (the dispatcher's)
         self.sasl = None  # server.sasl.SaslServerSession, made by the dispatcher on first use
+        self.principal = ANONYMOUS  # `User:<certificate subject>` once a TLS client showed one
 
     @property
     def node_id(self) -> int | None:
@@ -100,6 +104,8 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = peer[0] if isinstance(peer, tuple) else str(peer)
+        if self._tls:
+            self.principal = principal_of(transport.get_extra_info("ssl_object"))
         self._loop = loop = asyncio.get_running_loop()
         self._last_active = loop.time()
         if self._metrics is not None:
@@ -223,7 +229,7 @@ class KafkaConnection(asyncio.Protocol):
             if metrics is not None:
                 metrics.latency(slot.api).observe(now - slot.started)
         self._unflushed = 0
-        nbytes = write_parts(self._transport, out)
+        nbytes = write_parts(self._transport, out, direct=not self._tls)
         if metrics is not None:
             metrics.bytes_out.inc(nbytes)
         self._last_active = self._loop.time()
@@ -302,16 +308,17 @@ class KafkaConnection(asyncio.Protocol):
                                             else self._idle_timeout, self._check_idle)
 
 
-def write_parts(transport: asyncio.WriteTransport, parts: list) -> int:
+def write_parts(transport: asyncio.WriteTransport, parts: list, *, direct: bool = True) -> int:
     """Write encoded response parts with as few copies and calls as possible.
 
     Small bytes are joined; large buffers and storage regions (objects with `.view()`) are
     passed to `writelines` as memoryviews so a 1 MiB fetch payload is never copied here. When
     nothing is queued on the transport, large file regions go out with os.sendfile instead: the
-    kernel attaches page-cache pages to the socket without copying them through user space.
+    kernel attaches page-cache pages to the socket without copying them through user space
+    (`direct`: never on a TLS transport, whose bytes must go through its encryption).
     """
     buffered = getattr(transport, "get_write_buffer_size", None)
-    if _SENDFILE and buffered is not None and buffered() == 0:
+    if direct and _SENDFILE and buffered is not None and buffered() == 0:
         sock = transport.get_extra_info("socket")
         if sock is not None and any(_sendfile_able(p) for p in parts):
             return _write_direct(transport, sock.fileno(), parts)
@@ -339,7 +346,7 @@ def write_parts(transport: asyncio.WriteTransport, parts: list) -> int:
     return total
 
 
-# Plaintext sockets only (sendfile would bypass TLS); kraftd has no TLS listener.
+# Plaintext sockets only: sendfile would bypass TLS (write_parts' `direct`).
 _SENDFILE = hasattr(os, "sendfile")
 SENDFILE_MIN = 64 << 10
 

@@ -14,6 +14,7 @@ proves the peer knows the secret too; a peer that cannot is logged and treated a
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from typing import Callable
 
@@ -87,7 +88,10 @@ class PeerLink(asyncio.BufferedProtocol):
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.create_connection(lambda: self, *self.address), CONNECT_TIMEOUT_S)
+            tls = self._links.tls
+            await asyncio.wait_for(loop.create_connection(lambda: self, *self.address, ssl=tls,
+                                                          server_hostname=self.address[0] if tls else None),
+                                   CONNECT_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError) as e:
             self._next_attempt = loop.time() + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
@@ -214,10 +218,11 @@ class PeerLinks:
     def __init__(self, node_id: int, addresses: dict[int, tuple[str, int]], *,
                  on_response: Callable[[int, int, object], None], on_unreachable: Callable[[int], None],
                  resolve: Callable[[int], tuple[str, int] | None] = lambda node_id: None,
-                 credentials: NodeCredentials | None = None) -> None:
+                 credentials: NodeCredentials | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
         self.client_id = node_user(node_id)
         self.credentials = credentials  # None: no cluster secret (peers are not asked to believe us)
+        self.tls = tls  # the listeners speak TLS: so do the links (server/tls.py, peer_context)
         self.auth_failures: dict[int, str] = {}  # peer -> the last reason logged
         self._addresses = addresses   # voters, as --voters gives them
         self._resolve = resolve       # other brokers: their registered (advertised) address

@@ -168,12 +168,12 @@ def kafka_python_produce(bootstrap: str, topic: str, records: list[Rec], *, code
 
 
 def kafka_python_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0, start: int = 0,
-                         timeout: float = 60.0, linger: float = 0.5) -> list[Got]:
+                         timeout: float = 60.0, linger: float = 0.5, **config) -> list[Got]:
     """assign + seek (no group); read until n records, then `linger` seconds more for extras."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="none", fetch_max_wait_ms=200)
+                             auto_offset_reset="none", fetch_max_wait_ms=200, **config)
     tp = TopicPartition(topic, partition)
     got: list[Got] = []
     try:
@@ -241,14 +241,14 @@ def confluent_produce(bootstrap: str, topic: str, records: list[Rec], *, codec: 
 
 
 def confluent_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0, start: int = 0,
-                      timeout: float = 60.0) -> list[Got]:
+                      timeout: float = 60.0, **config) -> list[Got]:
     """assign() at an explicit offset (no subscribe, no commits); read to partition EOF after n."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kraftd-tests-unused",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
                          "auto.offset.reset": "error", "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 200})
+                         "fetch.wait.max.ms": 200, **config})
     got: list[Got] = []
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
@@ -275,13 +275,13 @@ def confluent_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0,
 # --------------------------------------------------------------------------------------------
 
 def aiokafka_produce(bootstrap: str, topic: str, records: list[Rec], *, codec: str = "none",
-                     timeout: float = 60.0, partition: int = 0) -> list[int]:
+                     timeout: float = 60.0, partition: int = 0, **config) -> list[int]:
     from aiokafka import AIOKafkaProducer
 
     async def run():
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
                                     compression_type=None if codec == "none" else codec,
-                                    linger_ms=5, request_timeout_ms=int(timeout * 1000))
+                                    linger_ms=5, request_timeout_ms=int(timeout * 1000), **config)
         await producer.start()
         try:
             futures = [await producer.send(topic, key=r.key, value=r.value,
@@ -295,13 +295,13 @@ def aiokafka_produce(bootstrap: str, topic: str, records: list[Rec], *, codec: s
 
 
 def aiokafka_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0, start: int = 0,
-                     timeout: float = 60.0, linger: float = 0.5) -> list[Got]:
+                     timeout: float = 60.0, linger: float = 0.5, **config) -> list[Got]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run(got):
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="none",
-                                    fetch_max_wait_ms=200)
+                                    fetch_max_wait_ms=200, **config)
         await consumer.start()
         try:
             tp = TopicPartition(topic, partition)
@@ -330,12 +330,13 @@ def aiokafka_consume(bootstrap: str, topic: str, n: int, *, partition: int = 0, 
 # --------------------------------------------------------------------------------------------
 
 def kcat_produce(bootstrap: str, topic: str, records: list[Rec], *, codec: str = "none",
-                 timeout: float = 60.0, partition: int = 0) -> None:
-    """`kcat -P -K<TAB>`; headers must be identical for all records (kcat -H is per invocation)."""
+                 timeout: float = 60.0, partition: int = 0, extra: list[str] = ()) -> None:
+    """`kcat -P -K<TAB>`; headers must be identical for all records (kcat -H is per invocation).
+    `extra`: more arguments (-X settings)."""
     headers = {r.headers for r in records}
     assert len(headers) == 1, "kcat headers are static per invocation"
     cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-K", "\t",
-           "-z", codec, "-X", "acks=all"]
+           "-z", codec, "-X", "acks=all", *extra]
     for k, v in next(iter(headers)):
         cmd += ["-H", f"{k}={v.decode()}"]
     data = b"".join(r.key + b"\t" + r.value + b"\n" for r in records)
@@ -350,10 +351,10 @@ _KCAT_FORMAT = "%o %T %K %S %k%s %h\n"
 
 
 def kcat_consume(bootstrap: str, topic: str, *, partition: int = 0, start: int | str = "beginning",
-                 timeout: float = 60.0) -> list[Got]:
+                 timeout: float = 60.0, extra: list[str] = ()) -> list[Got]:
     """`kcat -C -e -o beginning` (or an offset): reads to the end of the partition and exits."""
     cmd = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", str(partition), "-o", str(start),
-           "-e", "-f", _KCAT_FORMAT]
+           "-e", "-f", _KCAT_FORMAT, *extra]
     proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
     assert proc.returncode == 0, f"kcat -C failed ({proc.returncode}): {proc.stderr[-2000:]!r}"
     return parse_kcat(proc.stdout)
