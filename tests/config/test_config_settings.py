@@ -185,3 +185,29 @@ def test_the_file_backed_node_runs_with_the_quorum_settings(tmp_path):
         assert node.replication.config.retry_backoff_ms == 50
     finally:
         node.close()
+
+
+def test_tls_settings_are_checked_when_loaded(tmp_path, monkeypatch):
+    cert, key, ca = (tmp_path / n for n in ("c.pem", "k.pem", "ca.pem"))
+    for f in (cert, key, ca):
+        f.write_text("-")
+    assert Settings.load().security_protocol == "PLAINTEXT"
+    monkeypatch.setenv("KRAFTD_SECURITY_PROTOCOL", "ssl")  # Kafka's names, any case
+    with pytest.raises(ConfigError, match="SSL needs tls_cert_file and tls_key_file"):
+        Settings.load()
+    monkeypatch.setenv("KRAFTD_TLS_CERT_FILE", str(cert))
+    monkeypatch.setenv("KRAFTD_TLS_KEY_FILE", str(tmp_path / "missing.key"))
+    with pytest.raises(ConfigError, match="tls_key_file .*missing.key: no such file"):
+        Settings.load()
+    monkeypatch.setenv("KRAFTD_TLS_KEY_FILE", str(key))
+    monkeypatch.setenv("KRAFTD_TLS_CLIENT_AUTH", "Required")
+    with pytest.raises(ConfigError, match="tls_client_auth required needs tls_ca_file"):
+        Settings.load()
+    monkeypatch.setenv("KRAFTD_TLS_CA_FILE", str(ca))
+    s = Settings.load()
+    assert (s.security_protocol, s.tls_client_auth) == ("SSL", "required")
+    monkeypatch.setenv("KRAFTD_SECURITY_PROTOCOL", "SASL_SSL")  # not there yet: refused, not ignored
+    with pytest.raises(ConfigError, match="security_protocol"):
+        Settings.load()
+    # The shell's own: never handed to the core.
+    assert not {"security_protocol", "tls_cert_file"} & set(s.to_node_config(bound_port=1))

@@ -1,0 +1,49 @@
+"""Issue 24, TLS between nodes: a 3-node cluster whose listeners speak TLS and require client
+certificates forms and replicates. Its nodes reach each other over TLS (each verifies the other's
+certificate and host name against the CA, and shows its own), so acks=all records written
+through it are on the followers: with the leader killed, a survivor serves every one."""
+from __future__ import annotations
+
+import pytest
+
+from tests.clients import helpers as h
+from tests.support.certs import ClientTls, make_certs
+from tests.support.cluster import KraftdCluster
+from tests.support.waiting import wait_until
+
+confluent_kafka = pytest.importorskip("confluent_kafka")  # dev dependency: installed by `make test`
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+N = 1_000
+
+
+def _leader(admin: AdminClient, topic: str):
+    try:
+        meta = admin.list_topics(topic, timeout=5)
+    except confluent_kafka.KafkaException:
+        return None
+    t = meta.topics.get(topic)
+    if t is None or t.error is not None or 0 not in t.partitions:
+        return None
+    p = t.partitions[0]
+    return p.leader if p.leader >= 0 and len(p.isrs) == 3 else None
+
+
+def test_a_cluster_with_tls_listeners_forms_and_replicates(tmp_path):
+    certs = make_certs(tmp_path / "certs")
+    tls = ClientTls.of(certs, "alice").confluent()
+    with KraftdCluster(tmp_path, nodes=3, env=certs.server_env(client_auth="required")) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), **tls})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "three brokers registered")
+        futures = admin.create_topics([NewTopic("t", 1, 3)], operation_timeout=20)
+        futures["t"].result(30)
+        leader = wait_until(lambda: _leader(admin, "t"), 30, "t-0: a leader and a full ISR")
+        records = h.make_records(N, seed=24)
+        assert h.confluent_produce(cluster.bootstrap(), "t", records, **tls) == list(range(1, N + 1))
+
+        cluster.kill(leader)
+        survivor = next(i for i in cluster.ids if i != leader)
+        got = h.confluent_consume(cluster.node(survivor), "t", N, **tls)
+        h.assert_same(got, records, first_offset=1)
+        logs = "\n".join(cluster.logs(i) for i in cluster.ids)
+        assert "Traceback" not in logs, logs[-3000:]
