@@ -36,12 +36,14 @@ serve: install
 	$(VENV)/bin/kraftd serve $(ARGS)
 
 # pytest exits 5 when it collects nothing; make treats that as a failure, which is what we want.
-# pytest-xdist runs the suite on TEST_WORKERS workers: most tests wait on real processes and
-# sockets, so three workers keep two cores busy. Tests sharing a module/session fixture stay on
-# one worker, and the `long` ones start first (tests/conftest.py). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 3
+# TEST_WORKERS=N runs the suite on N pytest-xdist workers (tests sharing a module/session fixture
+# stay on one worker, the `long` ones start first: tests/conftest.py). The default is one process:
+# on a 2-core machine three workers were slower, since the real-process tests (three servers per
+# cluster test) are CPU-bound and starve each other's elections.
+TEST_WORKERS ?= 0
+XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 test: install-dev tools
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 soak: install-dev tools
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)

@@ -1,9 +1,9 @@
 """The deterministic simulation as part of `make test`: many seeds, zero violations; and proof
 that it finds bugs planted behind the test-only BugSwitches.
 
-SIM_SEEDS (default 500) seeds run in shards of 100, each a test of its own: pytest-xdist deals
-them to its workers (`make test`), each running its shard in one process; a plain pytest run
-gives each shard two processes. `make sim SEEDS=10000` runs more.
+SIM_SEEDS (default 500) seeds run in shards of 100, each a test of its own: in one pytest
+process a shard takes two worker processes; under pytest-xdist (`make test TEST_WORKERS=N`) the
+workers take the shards, one process each. `make sim SEEDS=10000` runs more.
 A failure prints the one-line command that replays the seed with its fault log.
 """
 from __future__ import annotations
