@@ -33,7 +33,7 @@ def _fetch_bytes(opts) -> int:
 def _read(opts, split: RangePartition):
     if not isinstance(split, RangePartition):
         return  # no ranges planned (nothing to read): PySpark then hands one empty InputPartition
-    with KafkaWire(opts.bootstrap, client_id=opts.client_option("client.id", "kraftd-spark")) as wire:
+    with KafkaWire.for_options(opts, "kraftd-spark") as wire:
         yield from read_range(wire, split.topic, split.partition, split.from_offset, split.until_offset,
                               fail_on_data_loss=opts.fail_on_data_loss, include_headers=opts.include_headers,
                               fetch_bytes=_fetch_bytes(opts))
@@ -44,7 +44,7 @@ class KraftdBatchReader(DataSourceReader):
         self.opts = source_options(options, streaming=False)
 
     def partitions(self):
-        with KafkaWire(self.opts.bootstrap) as wire:
+        with KafkaWire.for_options(self.opts, "kraftd-spark") as wire:
             ranges = batch_ranges(wire, self.opts)
         return [RangePartition(r.topic, r.partition, r.from_offset, r.until_offset) for r in ranges]
 
@@ -61,7 +61,7 @@ class KraftdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def planner(self) -> StreamPlanner:
         if self._planner is None:
-            self._wire = KafkaWire(self.opts.bootstrap)
+            self._wire = KafkaWire.for_options(self.opts, "kraftd-spark")
             self._planner = StreamPlanner(self._wire, self.opts)
         return self._planner
 

@@ -8,6 +8,7 @@ and decoded with kraftd's own batch decoder (`pipeline/arrow.py`).
 from __future__ import annotations
 
 import random
+import ssl
 import time
 from typing import NamedTuple
 
@@ -56,9 +57,10 @@ class KafkaWire:
     """Connections to a cluster's brokers, one per broker, opened on first use."""
 
     def __init__(self, bootstrap: str, *, client_id: str = "kraftd-spark", timeout: float = 30.0,
-                 retry_backoff_s: float = 0.1, retries: int = 50) -> None:
+                 retry_backoff_s: float = 0.1, retries: int = 50, tls: ssl.SSLContext | None = None) -> None:
         self.bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
         self.client_id = client_id
+        self.tls = tls  # security.protocol SSL (pipeline/security.py)
         self.timeout = timeout
         self.retry_backoff_s = retry_backoff_s
         self.retries = retries
@@ -66,6 +68,13 @@ class KafkaWire:
         self._brokers: dict[int, str] = {}
         self._leaders: dict[tuple[str, int], PartitionInfo] = {}
         self._topics: dict[str, int] = {}   # topic -> partition count
+
+    @classmethod
+    def for_options(cls, opts, default_client_id: str) -> "KafkaWire":
+        """A wire for a source's or sink's options: its bootstrap, `kafka.client.id` and TLS."""
+        from .security import client_tls
+
+        return cls(opts.bootstrap, client_id=opts.client_option("client.id", default_client_id), tls=client_tls(opts))
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -82,7 +91,8 @@ class KafkaWire:
     def _client(self, address: str) -> WireClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = WireClient(address, client_id=self.client_id, timeout=self.timeout)
+            client = self._clients[address] = WireClient(address, client_id=self.client_id, timeout=self.timeout,
+                                                              tls=self.tls)
         return client
 
     def _request(self, address: str, api_key: int, version: int, request):

@@ -65,7 +65,7 @@ class RowProducer:
     def __init__(self, opts: SinkOptions, columns: dict) -> None:
         self.opts = opts
         self.columns = columns
-        self.wire = KafkaWire(opts.bootstrap, client_id=opts.client_option("client.id", "kraftd-spark-writer"))
+        self.wire = KafkaWire.for_options(opts, "kraftd-spark-writer")
         codec = opts.client_option("compression.type", "none").lower()
         if codec not in _CODECS:
             raise OptionError(f"Invalid value {codec} for configuration compression.type")
