@@ -1,5 +1,5 @@
-"""The metadata image: brokers, topics, partitions, topic configs and the producer-id counter,
-as replayed from the committed records of `__cluster_metadata`.
+"""The metadata image: brokers, topics, partitions, topic configs, the producer-id counter and
+users' SCRAM credentials, as replayed from the committed records of `__cluster_metadata`.
 
 Every entity has a key (`broker_key`, `topic_key`, ...). `replay(record)` returns the keys a
 record changed and `entity_record(key)` re-encodes an entity's current state as one record: a
@@ -34,6 +34,19 @@ def partition_key(topic_id: uuid.UUID, index: int) -> bytes:
 
 def config_key(topic: str, name: str) -> bytes:
     return b"c/%s/%s" % (topic.encode(), name.encode())
+
+
+def scram_key(user: str, mechanism: int) -> bytes:
+    return b"s/%d/%s" % (mechanism, user.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What a server keeps of a SCRAM password (RFC 5802): never the password itself."""
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
 
 
 @dataclass(slots=True)
@@ -73,6 +86,7 @@ class MetadataImage:
         self.configs: dict[str, dict[str, str]] = {}   # topic name -> explicit configs
         self.removed: set[uuid.UUID] = set()
         self.next_producer_id = 0
+        self.scram: dict[str, dict[int, ScramCredential]] = {}  # user -> mechanism -> credential
         # A PartitionRecord replayed before its TopicRecord (snapshot order is by key).
         self._orphans: dict[uuid.UUID, dict[int, PartitionInfo]] = {}
 
@@ -107,6 +121,16 @@ class MetadataImage:
         if kind is m.ProducerIdsRecord:
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
             return [PRODUCER_IDS_KEY]
+        if kind is m.UserScramCredentialRecord:
+            self.scram.setdefault(record.name, {})[record.mechanism] = ScramCredential(
+                bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations)
+            return [scram_key(record.name, record.mechanism)]
+        if kind is m.RemoveUserScramCredentialRecord:
+            mechanisms = self.scram.get(record.name, {})
+            mechanisms.pop(record.mechanism, None)
+            if not mechanisms:
+                self.scram.pop(record.name, None)
+            return [scram_key(record.name, record.mechanism)]
         return []  # a record type this version does not use: nothing in the image depends on it
 
     def _topic(self, record) -> list[bytes]:
@@ -195,6 +219,13 @@ class MetadataImage:
             value = self.configs.get(topic, {}).get(name)
             return None if value is None else m.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic,
                                                              name=name, value=value)
+        if kind == b"s":
+            mechanism, _, user = rest.partition(b"/")
+            credential = self.scram.get(user.decode(), {}).get(int(mechanism))
+            return None if credential is None else m.UserScramCredentialRecord(
+                name=user.decode(), mechanism=int(mechanism), salt=credential.salt,
+                stored_key=credential.stored_key, server_key=credential.server_key,
+                iterations=credential.iterations)
         if key == PRODUCER_IDS_KEY:
             return m.ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id)
         return None

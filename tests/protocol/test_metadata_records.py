@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from kraftd.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kraftd.protocol.messages import (
     ConfigRecord, FetchRequest, LeaderChangeMessage, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord,
+    UserScramCredentialRecord,
 )
 from kraftd.protocol.metadata_records import (
     FRAME_VERSION, RECORD_TYPE_BY_KEY, decode_metadata_record, decode_metadata_record_versioned,
@@ -56,7 +57,8 @@ def _compact_int32s(xs) -> bytes:
 def test_record_types_are_kafkas_api_keys():
     assert {k: c.__name__ for k, c in RECORD_TYPE_BY_KEY.items()} == {
         0: "RegisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord", 4: "ConfigRecord",
-        5: "PartitionChangeRecord", 9: "RemoveTopicRecord", 15: "ProducerIdsRecord"}
+        5: "PartitionChangeRecord", 9: "RemoveTopicRecord", 11: "UserScramCredentialRecord",
+        15: "ProducerIdsRecord", 22: "RemoveUserScramCredentialRecord"}
     for cls in RECORD_TYPE_BY_KEY.values():
         assert cls.FLEXIBLE_MIN == cls.MIN_VERSION == 0   # every version flexible ("0+")
     assert (PartitionRecord.MAX_VERSION, PartitionChangeRecord.MAX_VERSION,
@@ -113,6 +115,20 @@ def test_producer_ids_record_bytes_by_hand():
     assert decode_metadata_record(expected) == rec
 
 
+def test_scram_credential_records_bytes_by_hand():
+    rec = UserScramCredentialRecord(name="alice", mechanism=2, salt=b"\x01\x02", stored_key=b"S" * 3,
+                                    server_key=b"K" * 2, iterations=4096)
+    # compact string and bytes: length + 1 as an unsigned varint
+    expected = (b"\x01\x0b\x00" + b"\x06alice" + b"\x02" + b"\x03\x01\x02" + b"\x04SSS" + b"\x03KK"
+                + struct.pack(">i", 4096) + b"\x00")
+    assert encode_metadata_record(rec) == expected
+    assert decode_metadata_record(expected) == rec
+    removal = RemoveUserScramCredentialRecord(name="alice", mechanism=1)
+    expected = b"\x01\x16\x00" + b"\x06alice" + b"\x01" + b"\x00"
+    assert encode_metadata_record(removal) == expected
+    assert decode_metadata_record(expected) == removal
+
+
 def test_multi_byte_varint_header_is_read():
     """A record type written in a needlessly long (but valid) varint still decodes."""
     body = TopicRecord(name="t", topic_id=TOPIC_ID).to_bytes(0)
@@ -162,6 +178,9 @@ REALISTIC = [
                            last_known_elr=[]), 2),
     (RemoveTopicRecord(topic_id=TOPIC_ID), 0),
     (ProducerIdsRecord(broker_id=1, broker_epoch=-1, next_producer_id=1000), 0),
+    (UserScramCredentialRecord(name="svc-orders", mechanism=1, salt=bytes(range(16)), stored_key=bytes(32),
+                               server_key=b"\xff" * 32, iterations=8192), 0),
+    (RemoveUserScramCredentialRecord(name="svc-orders", mechanism=1), 0),
 ]
 
 
@@ -315,6 +334,8 @@ def _value(f, version, classes, elem=False):
         s = st.text(max_size=20) | st.text(alphabet="é", min_size=127, max_size=140)
     elif f.type == "uuid":
         s = _uuids
+    elif f.type == "bytes":
+        s = st.binary(max_size=70)
     else:
         raise AssertionError(f.type)
     if not elem and version in f.nullable:
