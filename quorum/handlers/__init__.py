@@ -1,10 +1,11 @@
 """One module per RPC. Each exposes handle(ctx, header, request, now_ms, peer) -> Outcome."""
 from ...protocol import api
 
-from . import (allocate_producer_ids, alter_partition, api_versions, begin_quorum_epoch, broker_registration,
-               create_topics, delete_groups, delete_records, delete_topics, describe_groups, describe_quorum,
-               end_quorum_epoch, fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group,
-               leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
+from . import (allocate_producer_ids, alter_partition, alter_user_scram_credentials, api_versions,
+               begin_quorum_epoch, broker_registration, create_topics, delete_groups, delete_records,
+               delete_topics, describe_groups, describe_quorum, describe_user_scram_credentials, end_quorum_epoch,
+               fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
+               list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
                offset_for_leader_epoch, produce, sync_group, vote)
 
 HANDLERS = {
@@ -27,6 +28,9 @@ HANDLERS = {
     api.ALTER_PARTITION: alter_partition.handle,
     api.BROKER_REGISTRATION: broker_registration.handle,
     api.ALLOCATE_PRODUCER_IDS: allocate_producer_ids.handle,
+    # users' SCRAM credentials in the metadata log (KIP-554)
+    api.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
+    api.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
     # the classic group protocol (quorum/groups/)
     api.JOIN_GROUP: join_group.handle,
     api.SYNC_GROUP: sync_group.handle,
