@@ -23,8 +23,9 @@ SHELL_ONLY = frozenset({
     "listen", "metrics_listen", "log_format", "log_level",
     "socket_request_max_bytes", "connections_max_idle_ms", "fsync_inline_max_bytes", "fsync_aio",
     "cluster_secret", "cluster_secret_file", "max_connections", "max_connections_per_ip",
-    "security_protocol", "tls_cert_file", "tls_key_file", "tls_ca_file", "tls_client_auth",
+    "security_protocol", "tls_cert_file", "tls_key_file", "tls_ca_file", "tls_client_auth", "sasl_mechanisms",
 })
+SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
 # path travels in a context variable rather than class state.
@@ -145,11 +146,18 @@ class Settings(BaseSettings):
     snapshot_max_bytes_between: int = Field(20 * MIB, gt=0)
     snapshot_start_offset_lag_time_max_ms: int = Field(7 * DAY_MS, gt=0)
 
-    # The Kafka listener's security protocol (Kafka's names): PLAINTEXT, or SSL (TLS with the
-    # PEM certificate chain and key below). tls_ca_file is what peers' certificates (and, with
-    # tls_client_auth requested/required, clients' certificates) are verified against; a client
-    # that shows a certificate is `User:<its subject>` (RFC 2253), as on Kafka.
-    security_protocol: Literal["PLAINTEXT", "SSL"] = "PLAINTEXT"
+    # The Kafka listener's security protocol (Kafka's names): PLAINTEXT; SSL (TLS with the PEM
+    # certificate chain and key below); SASL_PLAINTEXT or SASL_SSL (clients authenticate with
+    # one of sasl_mechanisms against the users' credentials in the metadata log, so these need
+    # voters). tls_ca_file is what peers' certificates (and, with tls_client_auth
+    # requested/required, clients' certificates) are verified against; a client that shows a
+    # certificate is `User:<its subject>` (RFC 2253), as on Kafka.
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    # Comma-separated, of SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN (Kafka's sasl.enabled.mechanisms).
+    sasl_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    # "name:password": at first start the controller gives this user SCRAM-SHA-256 and -512
+    # credentials if it has none (Redpanda's RP_BOOTSTRAP_USER); how the first admin logs in.
+    bootstrap_user: SecretStr | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_ca_file: str | None = None
@@ -242,12 +250,44 @@ class Settings(BaseSettings):
     def _client_auth_name(cls, v):
         return v.lower() if isinstance(v, str) else v
 
+    @field_validator("sasl_mechanisms")
+    @classmethod
+    def _mechanisms(cls, v: str) -> str:
+        names = [n.strip().upper() for n in v.split(",") if n.strip()]
+        unknown = [n for n in names if n not in SASL_MECHANISMS]
+        if unknown or not names:
+            raise ValueError(f"expected a comma-separated list of {', '.join(SASL_MECHANISMS)}, got {v!r}")
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def sasl_mechanism_list(self) -> list[str]:
+        return self.sasl_mechanisms.split(",")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @model_validator(mode="after")
+    def _sasl_needs_a_metadata_log(self) -> "Settings":
+        if self.uses_sasl and not self.voters:
+            raise ValueError(f"security_protocol {self.security_protocol} needs voters: users' credentials live in "
+                             "the metadata log (a one-node cluster: voters = \"1@host:port\")")
+        if self.bootstrap_user is not None:
+            name, colon, password = self.bootstrap_user.get_secret_value().partition(":")
+            if not name or not colon or not password:
+                raise ValueError("bootstrap_user must be name:password")
+        return self
+
     @model_validator(mode="after")
     def _tls_files(self) -> "Settings":
-        if self.security_protocol == "SSL":
+        if self.uses_tls:
             missing = [n for n in ("tls_cert_file", "tls_key_file") if getattr(self, n) is None]
             if missing:
-                raise ValueError(f"security_protocol SSL needs {' and '.join(missing)} (PEM files)")
+                raise ValueError(f"security_protocol {self.security_protocol} needs {' and '.join(missing)} (PEM files)")
         if self.tls_client_auth != "none" and self.tls_ca_file is None:
             raise ValueError(f"tls_client_auth {self.tls_client_auth} needs tls_ca_file: client certificates "
                              "are verified against it")
@@ -327,6 +367,8 @@ class Settings(BaseSettings):
         """
         values = {k: v for k, v in self.model_dump().items() if k not in SHELL_ONLY}
         values.pop("advertised_listener")
+        if self.bootstrap_user is not None:
+            values["bootstrap_user"] = self.bootstrap_user.get_secret_value()
         values["advertised_host"], values["advertised_port"] = self.advertised_address(bound_port)
         return values
 

@@ -264,6 +264,13 @@ class Node:
         self._changes.now_ms = now_ms
         return self.replication.resign_all(now_ms)
 
+    def scram_credential(self, user: str, mechanism: int):
+        """A user's committed SCRAM credential (quorum/metadata/image.py), or None: what the
+        shell's SASL exchange checks a client against. No metadata log, no users."""
+        if self.plane is None:
+            return None
+        return self.plane.image.scram.get(user, {}).get(mechanism)
+
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         """Where a registered broker listens (peers outside --voters are reached there)."""
         broker = self.plane.image.brokers.get(node_id) if self.plane is not None else None

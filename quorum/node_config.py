@@ -61,6 +61,9 @@ class NodeConfig:
     offsets_retention_check_interval_ms: int = 600_000
     max_groups: int = 10_000
     group_max_size: int = 1_000
+    # "name:password": the controller gives this user SCRAM credentials if it has none
+    # (quorum/metadata/bootstrap_user.py). Never printed.
+    bootstrap_user: str | None = field(default=None, repr=False)
     extra: dict = field(default_factory=dict)
 
     @property

@@ -67,7 +67,7 @@ class KraftdServer:
         loop = asyncio.get_running_loop()
         host, port = s.listen_address
         tls = (listener_context(s.tls_cert_file, s.tls_key_file, s.tls_ca_file, s.tls_client_auth)
-               if s.security_protocol == "SSL" else None)
+               if s.uses_tls else None)
         # Bind before opening the node: with port 0 the node must advertise the real port.
         self._listener = await loop.create_server(
             self._new_connection, host, port, start_serving=False, reuse_address=True,
@@ -95,7 +95,8 @@ class KraftdServer:
         durability = Durability(fsync_policy=s.fsync_policy, flush_interval_ms=s.flush_interval_ms,
                                 fsync_inline_max_bytes=s.fsync_inline_max_bytes, aio=aio)
         self.broker = Broker(self.node, durability=durability, metrics=self.metrics, node_credentials=credentials,
-                             limits=ConnectionLimits(max_connections, s.max_connections_per_ip))
+                             limits=ConnectionLimits(max_connections, s.max_connections_per_ip),
+                             sasl_mechanisms=tuple(s.sasl_mechanism_list) if s.uses_sasl else ())
         self.broker.on_fatal = self.request_stop
         if s.voters:
             from ..config.settings import parse_voters
@@ -144,7 +145,7 @@ class KraftdServer:
         s = self.settings
         return KafkaConnection(self.broker, max_frame_bytes=s.socket_request_max_bytes,
                                idle_timeout_s=s.connections_max_idle_ms / 1000,
-                               metrics=self.metrics, tls=s.security_protocol == "SSL")
+                               metrics=self.metrics, tls=s.uses_tls)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from ..protocol.errors import ErrorCode
 from ..quorum.outcomes import NoResponse, Park, Respond
 from ..quorum.peer import Peer
 
@@ -53,8 +54,11 @@ class Broker:
     """The Dispatcher behind every KafkaConnection, plus the node's timer and flusher."""
 
     def __init__(self, node: NodeApi, *, durability: Durability, metrics: ServerMetrics, codec: Any = None,
-                 node_credentials: NodeCredentials | None = None, limits: ConnectionLimits | None = None) -> None:
+                 node_credentials: NodeCredentials | None = None, limits: ConnectionLimits | None = None,
+                 sasl_mechanisms: tuple = ()) -> None:
         fsync_policy = durability.fsync_policy
+        # A SASL_PLAINTEXT/SASL_SSL listener: clients log in with one of these first (server/sasl.py).
+        self.sasl_mechanisms = tuple(sasl_mechanisms)
         if codec is None:
             from ..protocol import framing as codec
         self.node = node
@@ -194,6 +198,9 @@ class Broker:
         self.metrics.request_counter(api, version).inc()
         if key == SASL_HANDSHAKE or key == SASL_AUTHENTICATE:
             return self._sasl_step(conn, api, header, body)
+        if self.sasl_mechanisms and key != API_VERSIONS_KEY and (conn.sasl is None or not conn.sasl.authenticated):
+            # Kafka closes a SASL listener's connection on any other request before a login.
+            raise CloseConnection(f"{api} before SASL authentication", "unauthenticated request")
         try:
             outcome = self.node.handle(header, body, now_ms(), Peer(conn.peer, conn.node_id))
         except Exception:
@@ -218,16 +225,30 @@ class Broker:
     def _sasl_step(self, conn: KafkaConnection, api: str, header, body) -> ResponseSlot:
         """Connection-level: the node never sees SASL, only who the connection proved to be."""
         if conn.sasl is None:
-            conn.sasl = SaslServerSession(self.node_credentials)
-        step = conn.sasl.handle(header.request_api_key, body)
+            conn.sasl = SaslServerSession(self.node_credentials, self.node.scram_credential, self.sasl_mechanisms)
+        session = conn.sasl
+        if header.request_api_key == SASL_HANDSHAKE and header.request_api_version == 0:
+            # Listed in ApiVersions only because librdkafka before 2.11 looks for it before any
+            # SASL login; its raw-token exchange (no SaslAuthenticate) is not served.
+            step = session.refuse_handshake(ErrorCode.UNSUPPORTED_VERSION, "SaslHandshake v0 (raw SASL tokens)")
+        else:
+            step = session.handle(header.request_api_key, body)
         if step.close_reason:
             refused = self._auth_failure_log.due()  # a hostile client must not flood the log
             if refused:
-                log.warning("node authentication refused", peer=conn.peer, reason=step.close_reason, refused=refused)
-            self.metrics.auth_failures.inc()
+                log.warning("authentication refused", peer=conn.peer, reason=step.close_reason, refused=refused)
+            else:
+                log.debug("authentication refused", peer=conn.peer, reason=step.close_reason)
+            mechanism = session.mechanism if session.mechanism in session.mechanisms else "other"
+            self.metrics.auth_failures.labels(mechanism).inc()
             conn.close_after_answers("sasl failed")
-        elif conn.sasl.node_id is not None:
-            log.info("node authenticated", peer=conn.peer, node_id=conn.sasl.node_id)
+        elif session.authenticated and session.principal != conn.principal:
+            conn.principal = session.principal
+            if session.node_id is not None:
+                log.info("node authenticated", peer=conn.peer, node_id=session.node_id)
+            else:
+                log.debug("client authenticated", peer=conn.peer, principal=session.principal,
+                         mechanism=session.mechanism)
         return self._encoded_slot(conn, api, header, step.response)
 
     # -- responses -------------------------------------------------------------------------

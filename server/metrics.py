@@ -80,9 +80,10 @@ class ServerMetrics:
                                    registry=r)
         self.disconnects = Counter("kraftd_disconnects", "Connections closed by kraftd",
                                    ["reason"], registry=r)
-        self.auth_failures = Counter("kraftd_authentication_failures", "SASL exchanges refused (a node "
-                                     "with another cluster secret, or a failed or out-of-order step)",
-                                     registry=r)
+        self.auth_failures = Counter("kraftd_authentication_failures", "SASL exchanges refused (wrong "
+                                     "credentials, a node with another cluster secret, or a failed or "
+                                     "out-of-order step), by mechanism ('other': none we offer)",
+                                     ["mechanism"], registry=r)
         self.snapshots_written = Counter("kraftd_snapshots_written", "Snapshot files written",
                                          registry=r)
         self.snapshot_failures = Counter("kraftd_snapshot_failures", "Snapshot jobs that failed",

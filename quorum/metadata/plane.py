@@ -22,6 +22,7 @@ from ..limits import capped_timeout
 from ..node_wiring import NodeStartup
 from ..outcomes import Park, Respond
 from ..raft.progress import caught_up_until
+from .bootstrap_user import bootstrap_user_records
 from .controller import Controller
 from .image import MetadataImage
 from .names import METADATA_KEY, METADATA_TOPIC
@@ -96,6 +97,11 @@ class MetadataPlane:
         self._controller_lifecycle(now_ms)
         if self.controller is not None:
             self.controller.fence_silent_brokers(self._last_heard, self.node_id, now_ms)
+            if self.config.bootstrap_user is not None:
+                records = bootstrap_user_records(self.config.bootstrap_user, self.controller.image, self.replication.rng)
+                if records:
+                    self.controller.append(records, now_ms)
+                    log.info("bootstrap user %s created", records[0].name)
         self._maybe_register(now_ms)
         if now_ms >= self._next_report_ms:
             self._next_report_ms = now_ms + REPORT_INTERVAL_MS

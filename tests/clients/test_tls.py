@@ -95,7 +95,8 @@ def test_kafkajs_over_tls(tls_server, certs):
     from tests.support.node_client import install_js_clients, node_command
 
     install_js_clients()
-    done = subprocess.run(node_command("roundtrip.js", tls_server.bootstrap, "tls-js", str(N), certs.ca),
+    done = subprocess.run(node_command("roundtrip.js", tls_server.bootstrap, "tls-js", str(N),
+                                       *ClientTls.of(certs).kafkajs_args()),
                           capture_output=True, text=True, timeout=180)
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and lines[-1] == "done", (lines[-3:], done.stderr[-2000:])

@@ -206,8 +206,21 @@ def test_tls_settings_are_checked_when_loaded(tmp_path, monkeypatch):
     monkeypatch.setenv("KRAFTD_TLS_CA_FILE", str(ca))
     s = Settings.load()
     assert (s.security_protocol, s.tls_client_auth) == ("SSL", "required")
-    monkeypatch.setenv("KRAFTD_SECURITY_PROTOCOL", "SASL_SSL")  # not there yet: refused, not ignored
-    with pytest.raises(ConfigError, match="security_protocol"):
+    monkeypatch.setenv("KRAFTD_SECURITY_PROTOCOL", "SASL_SSL")  # users live in the metadata log
+    with pytest.raises(ConfigError, match="SASL_SSL needs voters"):
         Settings.load()
+    monkeypatch.setenv("KRAFTD_VOTERS", "1@127.0.0.1:9092")
+    monkeypatch.setenv("KRAFTD_SASL_MECHANISMS", "scram-sha-512, PLAIN,PLAIN")
+    monkeypatch.setenv("KRAFTD_BOOTSTRAP_USER", "admin:pa:ss")
+    s = Settings.load()
+    assert (s.uses_tls, s.uses_sasl, s.sasl_mechanism_list) == (True, True, ["SCRAM-SHA-512", "PLAIN"])
+    assert s.to_node_config(bound_port=1)["bootstrap_user"] == "admin:pa:ss"  # the password may hold ':'
+    assert "pa:ss" not in repr(s)
+    for name, value, message in [("KRAFTD_SASL_MECHANISMS", "GSSAPI", "comma-separated list"),
+                                 ("KRAFTD_BOOTSTRAP_USER", "admin", "name:password")]:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError, match=message):
+            Settings.load()
+        monkeypatch.delenv(name)
     # The shell's own: never handed to the core.
     assert not {"security_protocol", "tls_cert_file"} & set(s.to_node_config(bound_port=1))

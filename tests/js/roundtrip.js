@@ -1,19 +1,21 @@
 // Produce N records with kafkajs 2.2.4 (acks=all), then read them back: for the TLS tests.
 // kafkajs consumes only through a group, so the read is a group member of a fresh group id.
-//   node roundtrip.js BOOTSTRAP TOPIC N CA_FILE
+//   node roundtrip.js BOOTSTRAP TOPIC N CA_FILE [MECHANISM USER PASSWORD]
+// CA_FILE '-': no TLS. MECHANISM: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (a SASL login).
 // Lines: "produced <first offset>", "record <offset> <key> <value>" per record read, "done";
 // "error <text>" and exit 1 on a failure.
 const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
-const [bootstrap, topic, count, caFile] = process.argv.slice(2)
+const [bootstrap, topic, count, caFile, mechanism, username, password] = process.argv.slice(2)
 const n = parseInt(count, 10)
 const say = line => process.stdout.write(line + '\n')
 
 const kafka = new Kafka({
   clientId: 'kafkajs-roundtrip',
   brokers: [bootstrap],
-  ssl: caFile ? { ca: [fs.readFileSync(caFile, 'utf-8')] } : false,
+  ssl: caFile && caFile !== '-' ? { ca: [fs.readFileSync(caFile, 'utf-8')] } : false,
+  sasl: mechanism ? { mechanism: mechanism.toLowerCase(), username, password } : undefined,
   logLevel: logLevel.ERROR,
   retry: { initialRetryTime: 100, retries: 10 },
 })

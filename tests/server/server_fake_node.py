@@ -270,6 +270,9 @@ class FakeNode:
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         return None
 
+    def scram_credential(self, user: str, mechanism: int):
+        return None  # no users: only nodes log in
+
     def close(self) -> None:
         self.closed = True
         data_dir = self.config.get("data_dir")

@@ -106,3 +106,78 @@ def test_refused_authentications_are_logged_at_most_every_interval(monkeypatch):
     throttle = server_logging.LogThrottle(10.0)
     # The first is logged; the next two are held back; at 10.5 s one line stands for three.
     assert [throttle.due() for _ in range(5)] == [1, 0, 0, 3, 0]
+
+
+# -- clients on a SASL listener (issue 24) -----------------------------------------------------
+
+def _user_store(password: str = "pw", mechanism: int = 2):
+    from kraftd.quorum.metadata.scram import credential, salted_password
+
+    salt = bytes(range(16))
+    stored = credential(mechanism, salt, salted_password(mechanism, password, salt, 4096), 4096)
+    return lambda user, mech: stored if (user, mech) == ("alice", mechanism) else None
+
+
+def _client_final(client_first_bare: str, server_first: str, nonce: str, password: str) -> str:
+    """A SCRAM-SHA-512 client-final with `nonce` in it, its proof over the messages as sent."""
+    import base64
+    import hashlib
+    import hmac
+
+    from kraftd.quorum.metadata.scram import salted_password
+
+    attrs = dict(p.split("=", 1) for p in server_first.split(","))
+    salted = salted_password(2, password, base64.b64decode(attrs["s"]), int(attrs["i"]))
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    client_key = hmac.digest(salted, b"Client Key", "sha512")
+    signature = hmac.digest(hashlib.sha512(client_key).digest(), auth_message, "sha512")
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+
+@pytest.mark.parametrize("form,accepted", [("rfc", True), ("librdkafka", True), ("client-only", False),
+                                           ("server-only", False)])
+def test_a_client_logs_in_with_the_nonce_forms_kafka_accepts(form, accepted):
+    """RFC 5802's nonce, and librdkafka < 2.6.1's (its own nonce again in front: Kafka 3.8.1-3.9
+    accept it); nothing else."""
+    server = SaslServerSession(None, _user_store(), ("SCRAM-SHA-512",))
+    assert server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-512")).response.error_code == 0
+    c_nonce = "abcdefghijklmnopqrstuvwx"
+    first = server.handle(SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=f"n,,n=alice,r={c_nonce}".encode()))
+    server_first = bytes(first.response.auth_bytes).decode()
+    full = dict(p.split("=", 1) for p in server_first.split(","))["r"]
+    nonce = {"rfc": full, "librdkafka": c_nonce + full, "client-only": c_nonce, "server-only": full[len(c_nonce):]}[form]
+    final = _client_final(f"n=alice,r={c_nonce}", server_first, nonce, "pw")
+    step = server.handle(SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=final.encode()))
+    assert (step.response.error_code == 0) is accepted, step.close_reason
+    assert (server.principal == "User:alice") is accepted and server.node_id is None
+
+
+def test_plain_checks_the_password_against_the_stored_scram_key():
+    def login(message: bytes):
+        server = SaslServerSession(None, _user_store("s3cret"), ("PLAIN",))
+        server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="PLAIN"))
+        return server, server.handle(SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=message))
+
+    server, step = login(b"\0alice\0s3cret")
+    assert step.response.error_code == 0 and server.principal == "User:alice"
+    for bad in (b"\0alice\0wrong", b"bob\0alice\0s3cret", b"\0nobody\0s3cret", b"alice", b"\0alice\0s3cret\0x"):
+        server, step = login(bad)
+        assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.close_reason
+        assert server.principal is None
+
+
+def test_a_user_named_like_a_node_never_becomes_a_node():
+    """Only the cluster secret makes a connection a node's: a stored user kraftd-node-2 cannot
+    log in at all (node names log in as nodes only)."""
+    from kraftd.quorum.metadata.scram import credential, salted_password
+
+    salt = bytes(16)
+    stored = credential(2, salt, salted_password(2, "pw", salt, 4096), 4096)
+    server = SaslServerSession(None, lambda user, mech: stored, ("SCRAM-SHA-512",))
+    client = ScramClient(["SCRAM-SHA-512"], node_user(2), "pw")
+    server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+    step = server.handle(SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()))
+    assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert server.node_id is None and server.principal is None

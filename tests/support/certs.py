@@ -74,40 +74,75 @@ def make_certs(directory: Path) -> Certs:
 
 @dataclass(frozen=True)
 class ClientTls:
-    """One client's TLS settings, in each client library's terms: it trusts `ca` and, when
-    `cert` is set, shows that certificate (mTLS)."""
-    ca: str
+    """One client's security settings, in each client library's terms: it trusts `ca` (None:
+    a plaintext connection) and, when `cert` is set, shows that certificate (mTLS); with
+    `sasl = (mechanism, user, password)` it logs in (SASL_SSL, or SASL_PLAINTEXT without `ca`)."""
+    ca: str | None
     cert: str | None = None
     key: str | None = None
+    sasl: tuple | None = None
 
     @classmethod
-    def of(cls, certs: Certs, client: str | None = None) -> "ClientTls":
-        return cls(certs.ca, certs.cert(client) if client else None, certs.key(client) if client else None)
+    def of(cls, certs: "Certs | None", client: str | None = None, *, sasl: tuple | None = None) -> "ClientTls":
+        if certs is None:
+            return cls(None, sasl=sasl)
+        return cls(certs.ca, certs.cert(client) if client else None, certs.key(client) if client else None, sasl)
+
+    @property
+    def protocol(self) -> str:
+        if self.sasl:
+            return "SASL_SSL" if self.ca else "SASL_PLAINTEXT"
+        return "SSL" if self.ca else "PLAINTEXT"
 
     def kafka_python(self) -> dict:
-        out = {"security_protocol": "SSL", "ssl_cafile": self.ca, "ssl_check_hostname": True}
+        out = {"security_protocol": self.protocol}
+        if self.ca:
+            out.update(ssl_cafile=self.ca, ssl_check_hostname=True)
         if self.cert:
             out.update(ssl_certfile=self.cert, ssl_keyfile=self.key)
+        if self.sasl:
+            mechanism, user, password = self.sasl
+            out.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
         return out
 
     def confluent(self) -> dict:
-        out = {"security.protocol": "SSL", "ssl.ca.location": self.ca}
+        out = {"security.protocol": self.protocol}
+        if self.ca:
+            out["ssl.ca.location"] = self.ca
         if self.cert:
             out.update({"ssl.certificate.location": self.cert, "ssl.key.location": self.key})
+        if self.sasl:
+            mechanism, user, password = self.sasl
+            out.update({"sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password})
         return out
 
     def aiokafka(self) -> dict:
-        from aiokafka.helpers import create_ssl_context
+        out = {"security_protocol": self.protocol}
+        if self.ca:
+            from aiokafka.helpers import create_ssl_context
 
-        context = create_ssl_context(cafile=self.ca, certfile=self.cert, keyfile=self.key)
-        return {"security_protocol": "SSL", "ssl_context": context}
+            out["ssl_context"] = create_ssl_context(cafile=self.ca, certfile=self.cert, keyfile=self.key)
+        if self.sasl:
+            mechanism, user, password = self.sasl
+            out.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+        return out
 
     def kcat(self) -> list[str]:
         return [arg for k, v in self.confluent().items() for arg in ("-X", f"{k}={v}")]
 
     def java(self) -> dict:
-        """Java client properties: a PEM trust store (Kafka 2.7+, KIP-651)."""
-        return {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca}
+        """Java client properties: a PEM trust store (Kafka 2.7+, KIP-651), a JAAS login."""
+        out = {"security.protocol": self.protocol}
+        if self.ca:
+            out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca})
+        if self.sasl:
+            mechanism, user, password = self.sasl
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+                      else "org.apache.kafka.common.security.scram.ScramLoginModule")
+            out.update({"sasl.mechanism": mechanism,
+                        "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'})
+        return out
 
-    def kafkajs(self) -> dict:
-        return {"ca": self.ca}
+    def kafkajs_args(self) -> list[str]:
+        """roundtrip.js's CA_FILE [MECHANISM USER PASSWORD] arguments ('-': no TLS)."""
+        return [self.ca or "-", *(self.sasl or ())]
