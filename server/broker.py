@@ -235,10 +235,11 @@ class Broker:
             step = session.handle(header.request_api_key, body)
         if step.close_reason:
             refused = self._auth_failure_log.due()  # a hostile client must not flood the log
+            event = "node authentication refused" if session.as_node else "authentication refused"
             if refused:
-                log.warning("authentication refused", peer=conn.peer, reason=step.close_reason, refused=refused)
+                log.warning(event, peer=conn.peer, reason=step.close_reason, refused=refused)
             else:
-                log.debug("authentication refused", peer=conn.peer, reason=step.close_reason)
+                log.debug(event, peer=conn.peer, reason=step.close_reason)
             mechanism = session.mechanism if session.mechanism in session.mechanisms else "other"
             self.metrics.auth_failures.labels(mechanism).inc()
             conn.close_after_answers("sasl failed")

@@ -75,6 +75,11 @@ class SaslServerSession:
     def authenticated(self) -> bool:
         return self.stage == "authenticated"
 
+    @property
+    def as_node(self) -> bool:
+        """The login named a node (`kraftd-node-<id>`), whether or not it succeeded."""
+        return node_id_of(self._username or "") is not None
+
     def handle(self, api_key: int, request) -> SaslStep:
         if api_key == SASL_HANDSHAKE:
             return self._handshake(request)
