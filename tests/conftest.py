@@ -11,6 +11,15 @@ def kraftd(tmp_path):
     server.kill()
 
 
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """Test certificates (a CA, a server certificate for 127.0.0.1, client certificates):
+    tests/support/certs.py."""
+    from tests.support.certs import make_certs
+
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
 @pytest.fixture
 def kraftd_factory(tmp_path):
     """Start kraftd processes with extra CLI args / env: kraftd_factory("--foo", env={...})."""

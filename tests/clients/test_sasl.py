@@ -17,7 +17,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from tests.clients import helpers as h
-from tests.support.certs import ClientTls, make_certs
+from tests.support.certs import ClientTls
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
@@ -33,11 +33,6 @@ FIRST = 1  # offset 0 holds the LeaderChange control batch
 ADMIN = ("admin", "admin-secret")
 ALICE = ("alice", "alice-pw")
 MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 def _create_alice(bootstrap: str, certs) -> bool:

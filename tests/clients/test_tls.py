@@ -18,18 +18,13 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.server.tls import ANONYMOUS, principal_of, subject_name
 from tests.clients import helpers as h
-from tests.support.certs import CLIENT_PRINCIPAL, ClientTls, make_certs
+from tests.support.certs import CLIENT_PRINCIPAL, ClientTls
 from tests.support.kraftd_process import KraftdProcess
 
 pytestmark = pytest.mark.clients
 
 N = 1_000
 FIRST = 1  # offset 0 holds the LeaderChange control batch
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")

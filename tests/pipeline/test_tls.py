@@ -10,13 +10,8 @@ import pytest
 
 from kraftd.pipeline.options import OptionError
 from kraftd.pipeline.security import client_tls
-from tests.support.certs import ClientTls, make_certs
+from tests.support.certs import ClientTls
 from tests.support.kraftd_process import KraftdProcess
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")
