@@ -155,3 +155,30 @@ def test_requests_before_a_login_are_not_answered(sasl_node, certs):
                                                               include_topic_authorized_operations=False))
     finally:
         client.close()
+
+
+def test_sasl_plaintext_logs_in_without_tls(tmp_path):
+    """SASL_PLAINTEXT: the same logins on a plaintext listener (the bootstrap user here)."""
+    env = {"KRAFTD_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KRAFTD_SASL_MECHANISMS": "SCRAM-SHA-256",
+           "KRAFTD_BOOTSTRAP_USER": ":".join(ADMIN)}
+    with KraftdCluster(tmp_path, nodes=1, env=env) as cluster:
+        security = ClientTls.of(None, sasl=("SCRAM-SHA-256", *ADMIN))
+        assert security.protocol == "SASL_PLAINTEXT"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), **security.confluent()})
+
+        def logged_in():
+            try:
+                return len(admin.list_topics(timeout=3).brokers) == 1
+            except KafkaException:
+                return False  # the bootstrap user is not committed yet
+
+        wait_until(logged_in, 60, "the bootstrap user to log in")
+        records = h.make_records(N, seed=7)
+        assert h.confluent_produce(cluster.bootstrap(), "plain-sasl", records, **security.confluent()) == \
+            list(range(FIRST, FIRST + N))
+        h.assert_same(h.confluent_consume(cluster.bootstrap(), "plain-sasl", N, **security.confluent()), records,
+                      first_offset=FIRST)
+        # A mechanism not in sasl_mechanisms is refused (SCRAM-SHA-512 stays for the nodes only).
+        other = ClientTls.of(None, sasl=("SCRAM-SHA-512", *ADMIN))
+        with pytest.raises(KafkaException):
+            AdminClient({"bootstrap.servers": cluster.bootstrap(), **other.confluent()}).list_topics(timeout=3)
