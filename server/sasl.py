@@ -13,7 +13,6 @@ is closed after that answer.
 """
 from __future__ import annotations
 
-import secrets
 from typing import Callable
 
 from scramp import ScramException, ScramMechanism
@@ -27,10 +26,6 @@ from .node_auth import MECHANISM, NodeCredentials, node_id_of
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PLAIN = "PLAIN"
-# The server's part of the SCRAM nonce: 24 characters, as long as the client's part librdkafka
-# sends. scramp's default (64 hex characters) made librdkafka 2.0 (kcat) answer with another
-# nonce ("Server nonce doesn't match").
-SERVER_NONCE_BYTES = 18
 
 
 def failed_message(mechanism: str) -> str:
@@ -100,8 +95,7 @@ class SaslServerSession:
         self.stage = "handshaken"
         self.mechanism = request.mechanism
         if request.mechanism != PLAIN:
-            self._scram = ScramMechanism(request.mechanism).make_server(self._auth_info,
-                                                                        s_nonce=secrets.token_urlsafe(SERVER_NONCE_BYTES))
+            self._scram = ScramMechanism(request.mechanism).make_server(self._auth_info)
         return SaslStep(m.SaslHandshakeResponse(error_code=0, mechanisms=self.mechanisms))
 
     def _auth_info(self, username: str) -> tuple:
