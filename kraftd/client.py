@@ -22,6 +22,7 @@ from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode, KafkaProtocolError
 from kraftd.protocol.framing import decode_response, encode_request, frame_bytes
 from kraftd.protocol.records import iter_batch_headers
+from kraftd.protocol.sasl_client import SaslClientExchange
 from kraftd.quorum.snapshots.state_machine import KeyValueStateMachine
 from kraftd.storage.atomic_file import fsync_dir
 from kraftd.storage.snapshots import (CorruptSnapshotError, SnapshotId, SnapshotReader, parse_snapshot_filename,
@@ -46,7 +47,7 @@ class WireClient:
     """A minimal blocking Kafka-protocol connection (one request in flight)."""
 
     def __init__(self, bootstrap: str, *, client_id: str = "kraftd-client", timeout: float = 30.0,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, sasl: tuple | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
         sock = socket.create_connection((host, int(port)), timeout=timeout)
         if tls is not None:  # a listener with security_protocol SSL
@@ -58,6 +59,17 @@ class WireClient:
         self._sock = sock
         self._client_id = client_id
         self._correlation = 0
+        if sasl is not None:  # (mechanism, user, password): log in before anything else
+            try:
+                self._log_in(SaslClientExchange(*sasl))
+            except BaseException:
+                sock.close()
+                raise
+
+    def _log_in(self, exchange: SaslClientExchange) -> None:
+        """A SASL_PLAINTEXT/SASL_SSL listener's login; AuthenticationFailed if refused."""
+        while (step := exchange.next_request()) is not None:
+            exchange.on_response(self.request(*step))
 
     def request(self, api_key: int, version: int, request):
         self._correlation += 1

@@ -10,27 +10,58 @@
 - `kafka.ssl.endpoint.identification.algorithm`: `https` (default) checks the broker's host
   name against its certificate, an empty value does not (Kafka's meaning).
 
+- SASL (`kafka.security.protocol` SASL_PLAINTEXT or SASL_SSL): `kafka.sasl.mechanism` (PLAIN,
+  SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default, GSSAPI, is refused) and the user name and
+  password of `kafka.sasl.jaas.config`, as Spark's Kafka source takes them
+  (`org.apache.kafka.common.security.scram.ScramLoginModule required username="..."
+  password="...";`, or the PlainLoginModule's).
+
 An SSLContext cannot be pickled, so the options travel to Spark's executors and each builds its
 own context.
 """
 from __future__ import annotations
 
+import re
 import ssl
+
+from kraftd.protocol.sasl_client import MECHANISMS
 
 from .options import OptionError
 
-__all__ = ["client_tls"]
+__all__ = ["client_tls", "client_sasl"]
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _protocol(opts) -> str:
+    protocol = opts.client_option("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in PROTOCOLS:
+        raise OptionError(f"kafka.security.protocol={protocol}: one of {', '.join(PROTOCOLS)}")
+    return protocol
+
+
+def client_sasl(opts) -> tuple | None:
+    """(mechanism, user, password) for a SASL protocol, None otherwise."""
+    if not _protocol(opts).startswith("SASL_"):
+        return None
+    mechanism = opts.client_option("sasl.mechanism", "GSSAPI").strip().upper()
+    if mechanism not in MECHANISMS:
+        raise OptionError(f"kafka.sasl.mechanism={mechanism}: format(\"kraftd\") logs in with "
+                          f"{', '.join(MECHANISMS)}")
+    fields = {k: v.replace('\\"', '"').replace("\\\\", "\\")
+              for k, v in _JAAS_FIELD.findall(opts.client_option("sasl.jaas.config", "") or "")}
+    if "username" not in fields or "password" not in fields:
+        raise OptionError("kafka.sasl.jaas.config must name username=\"...\" and password=\"...\" "
+                          "(the Scram or Plain login module's)")
+    return mechanism, fields["username"], fields["password"]
 
 
 def client_tls(opts) -> ssl.SSLContext | None:
     """The TLS context the options ask for, None for PLAINTEXT; OptionError when they ask for
     what this client cannot do."""
-    protocol = opts.client_option("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol == "PLAINTEXT":
+    protocol = _protocol(opts)
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
-    if protocol != "SSL":
-        raise OptionError(f"kafka.security.protocol={protocol}: format(\"kraftd\") speaks PLAINTEXT and SSL "
-                          "(SASL is not supported yet)")
     store_type = opts.client_option("ssl.truststore.type", "PEM").strip().upper()
     location = opts.client_option("ssl.truststore.location")
     certificates = opts.client_option("ssl.truststore.certificates")

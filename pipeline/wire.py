@@ -57,10 +57,12 @@ class KafkaWire:
     """Connections to a cluster's brokers, one per broker, opened on first use."""
 
     def __init__(self, bootstrap: str, *, client_id: str = "kraftd-spark", timeout: float = 30.0,
-                 retry_backoff_s: float = 0.1, retries: int = 50, tls: ssl.SSLContext | None = None) -> None:
+                 retry_backoff_s: float = 0.1, retries: int = 50, tls: ssl.SSLContext | None = None,
+                 sasl: tuple | None = None) -> None:
         self.bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
         self.client_id = client_id
-        self.tls = tls  # security.protocol SSL (pipeline/security.py)
+        self.tls = tls  # security.protocol SSL or SASL_SSL (pipeline/security.py)
+        self.sasl = sasl  # (mechanism, user, password) for SASL_PLAINTEXT or SASL_SSL
         self.timeout = timeout
         self.retry_backoff_s = retry_backoff_s
         self.retries = retries
@@ -72,9 +74,10 @@ class KafkaWire:
     @classmethod
     def for_options(cls, opts, default_client_id: str) -> "KafkaWire":
         """A wire for a source's or sink's options: its bootstrap, `kafka.client.id` and TLS."""
-        from .security import client_tls
+        from .security import client_sasl, client_tls
 
-        return cls(opts.bootstrap, client_id=opts.client_option("client.id", default_client_id), tls=client_tls(opts))
+        return cls(opts.bootstrap, client_id=opts.client_option("client.id", default_client_id), tls=client_tls(opts),
+                   sasl=client_sasl(opts))
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -92,7 +95,7 @@ class KafkaWire:
         client = self._clients.get(address)
         if client is None:
             client = self._clients[address] = WireClient(address, client_id=self.client_id, timeout=self.timeout,
-                                                              tls=self.tls)
+                                                              tls=self.tls, sasl=self.sasl)
         return client
 
     def _request(self, address: str, api_key: int, version: int, request):

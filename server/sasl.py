@@ -20,11 +20,12 @@ from scramp.core import Nonce
 
 from ..protocol import messages as m
 from ..protocol.errors import ErrorCode
+from ..protocol.sasl_client import (SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticationFailed,  # noqa: F401
+                                   SaslClientExchange)
 from ..quorum.metadata.scram import MECHANISM_IDS, SCRAM_SHA_256, SCRAM_SHA_512, password_matches
 
 from .node_auth import MECHANISM, NodeCredentials, node_id_of
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PLAIN = "PLAIN"
 
 
@@ -196,47 +197,7 @@ def _answer(auth_bytes: bytes):
                                       session_lifetime_ms=0)
 
 
-class NodeAuthExchange:
-    """The connecting side: SaslHandshake, then SCRAM's two SaslAuthenticate rounds, as
-    `User:kraftd-node-<id>`. `next_request()` gives (api key, version, request) or None when
-    done; `on_response()` takes each answer and raises AuthenticationFailed with the reason."""
-
-    HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 2
-
-    def __init__(self, username: str, password: str) -> None:
-        from scramp import ScramClient
-
-        self._client = ScramClient([MECHANISM], username, password)
-        self._step = 0  # 0: handshake, 1: client-first, 2: client-final, 3: done
-        self.done = False
-
-    def next_request(self):
-        if self._step == 0:
-            return SASL_HANDSHAKE, self.HANDSHAKE_VERSION, m.SaslHandshakeRequest(mechanism=MECHANISM)
-        if self._step == 1:
-            first = self._client.get_client_first().encode()
-            return SASL_AUTHENTICATE, self.AUTHENTICATE_VERSION, m.SaslAuthenticateRequest(auth_bytes=first)
-        if self._step == 2:
-            final = self._client.get_client_final().encode()
-            return SASL_AUTHENTICATE, self.AUTHENTICATE_VERSION, m.SaslAuthenticateRequest(auth_bytes=final)
-        return None
-
-    def on_response(self, response) -> None:
-        if response.error_code:
-            message = getattr(response, "error_message", None) or ""
-            raise AuthenticationFailed(f"{ErrorCode(response.error_code).name} at step {self._step}"
-                                       + (f": {message}" if message else "")
-                                       + ("; is its cluster secret ours?" if self._step == 2 else ""))
-        try:
-            if self._step == 1:
-                self._client.set_server_first(bytes(response.auth_bytes).decode())
-            elif self._step == 2:
-                self._client.set_server_final(bytes(response.auth_bytes).decode())
-                self.done = True
-        except (ScramException, UnicodeDecodeError) as e:
-            raise AuthenticationFailed(f"the server did not prove it knows the cluster secret ({e})") from None
-        self._step += 1
-
-
-class AuthenticationFailed(Exception):
-    pass
+def NodeAuthExchange(username: str, password: str) -> SaslClientExchange:
+    """A node's login to a peer: SCRAM-SHA-512 as `User:kraftd-node-<id>`, the cluster secret's
+    password; a refused proof says the secret may differ."""
+    return SaslClientExchange(MECHANISM, username, password, hint="is its cluster secret ours?")
