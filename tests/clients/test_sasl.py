@@ -182,3 +182,19 @@ def test_sasl_plaintext_logs_in_without_tls(tmp_path):
         other = ClientTls.of(None, sasl=("SCRAM-SHA-512", *ADMIN))
         with pytest.raises(KafkaException):
             AdminClient({"bootstrap.servers": cluster.bootstrap(), **other.confluent()}).list_topics(timeout=3)
+
+
+def test_the_java_admin_creates_a_user_who_then_logs_in(sasl_node, certs, tmp_path):
+    from tests.support.java_client import compile_driver, java_command
+
+    classes = compile_driver("ScramUsers", tmp_path / "java")
+    props = tmp_path / "admin.properties"
+    admin = ClientTls.of(certs, sasl=("SCRAM-SHA-512", *ADMIN))
+    props.write_text("".join(f"{k}={v}\n".replace("\\", "\\\\") for k, v in admin.java().items()))
+    done = subprocess.run(java_command("ScramUsers", classes, sasl_node.bootstrap(), str(props), "carol", "carol-pw"),
+                          capture_output=True, text=True, timeout=180)
+    assert done.stdout.splitlines() == ["created carol", "described carol SCRAM-SHA-512 4096", "done"], \
+        (done.stdout, done.stderr[-2000:])
+    carol = ClientTls.of(certs, sasl=("SCRAM-SHA-512", "carol", "carol-pw")).confluent()
+    records = h.make_records(50, seed=3)
+    assert h.confluent_produce(sasl_node.bootstrap(), "carols", records, **carol) == list(range(FIRST, FIRST + 50))
