@@ -202,7 +202,7 @@ class Broker:
             # Kafka closes a SASL listener's connection on any other request before a login.
             raise CloseConnection(f"{api} before SASL authentication", "unauthenticated request")
         try:
-            outcome = self.node.handle(header, body, now_ms(), Peer(conn.peer, conn.node_id))
+            outcome = self.node.handle(header, body, now_ms(), Peer(conn.peer, conn.node_id, conn.principal))
         except Exception:
             log.exception("request handler failed", api=api, version=version, peer=conn.peer)
             raise CloseConnection("handler error") from None

@@ -137,7 +137,8 @@ class ErrorContext:
 
 
 class Fetcher(NamedTuple):
-    """Who fetches: sessions are bound to `principal` (client id, host); `privileged` is an
+    """Who fetches: sessions are bound to `principal` (the connection's principal, client id,
+    host): another principal naming a session id gets FETCH_SESSION_ID_NOT_FOUND; `privileged` is an
     authenticated node's follower fetch (its session reads every partition, as Kafka's)."""
     principal: tuple
     privileged: bool

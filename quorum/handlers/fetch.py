@@ -48,7 +48,7 @@ def _context(ctx, header, request, version: int, peer, privileged: bool, now_ms:
     partitions = _Resolver(ctx.topics, version)
     if version < FIRST_SESSION_VERSION:
         return SessionlessContext(partitions.requested(request))
-    fetcher = Fetcher((header.client_id, peer.host), privileged)
+    fetcher = Fetcher((peer.principal, header.client_id, peer.host), privileged)
     return new_context(ctx.fetch_sessions, request, version, fetcher, now_ms, partitions)
 
 

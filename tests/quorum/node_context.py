@@ -66,13 +66,14 @@ class NodeTestContext:
 
     # -- requests ------------------------------------------------------------------------
     def deliver(self, request, version: int, api_key: int | None = None, *, client_id: str = "test",
-                peer: str = "127.0.0.1:50000", node_id: int | None = None):
-        """node.handle of `request`; `node_id`: sent over a connection authenticated as that node."""
+                peer: str = "127.0.0.1:50000", node_id: int | None = None, principal: str = "User:ANONYMOUS"):
+        """node.handle of `request`; `node_id`: sent over a connection authenticated as that node;
+        `principal`: the connection's (a SASL login, a TLS client certificate)."""
         self._correlation += 1
         key = api_key if api_key is not None else _API_OF[type(request).__name__]
         header = m.RequestHeader(request_api_key=key, request_api_version=version,
                                  correlation_id=self._correlation, client_id=client_id)
-        outcome = self.node.handle(header, request, self.now_ms, Peer(peer, node_id))
+        outcome = self.node.handle(header, request, self.now_ms, Peer(peer, node_id, principal))
         self._collect(self.node.poll(self.now_ms))
         return outcome
 
@@ -135,11 +136,12 @@ class NodeTestContext:
                               forgotten_topics_data=forgotten_data)
 
     def session_fetch(self, positions: dict, *, version: int = 12, client_id: str = "test",
-                      peer: str = "127.0.0.1:50000", **kw):
+                      peer: str = "127.0.0.1:50000", principal: str = "User:ANONYMOUS", **kw):
         """One immediate Fetch response (see session_fetch_request); a replica id >= 0 is sent as
         that node (over a connection authenticated as it)."""
         request = self.session_fetch_request(positions, version=version, **kw)
-        return self.respond(request, version, client_id=client_id, peer=peer, node_id=_as_node(kw.get("replica_id", -1)))
+        return self.respond(request, version, client_id=client_id, peer=peer, principal=principal,
+                            node_id=_as_node(kw.get("replica_id", -1)))
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         request = m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[

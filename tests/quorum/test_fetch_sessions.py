@@ -94,11 +94,16 @@ def test_epochs_wrap_from_max_int_to_one(ctx):
     assert ctx.session_fetch({}, session_id=session_id, session_epoch=2).error_code == 0
 
 
-@pytest.mark.parametrize("client_id, peer", [("intruder", "127.0.0.1:50000"), ("test", "10.9.9.9:50000")])
-def test_only_the_creating_principal_may_use_or_close_a_session(ctx, client_id, peer):
+@pytest.mark.parametrize("client_id, peer, principal", [("intruder", "127.0.0.1:50000", "User:ANONYMOUS"),
+                                                        ("test", "10.9.9.9:50000", "User:ANONYMOUS"),
+                                                        ("test", "127.0.0.1:50000", "User:mallory")])
+def test_only_the_creating_principal_may_use_or_close_a_session(ctx, client_id, peer, principal):
+    """Bound to the client id, the host and the connection's principal (issue 24, item 5): the
+    same client id from the same host, logged in as another user, cannot use it either."""
     session_id, _ = open_session(ctx)
     for epoch in (1, 0, -1):  # use, close-and-reopen, close
-        response = ctx.session_fetch(ALL, session_id=session_id, session_epoch=epoch, client_id=client_id, peer=peer)
+        response = ctx.session_fetch(ALL, session_id=session_id, session_epoch=epoch, client_id=client_id, peer=peer,
+                                     principal=principal)
         if epoch > 0:
             assert_top_level_error(response, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     assert ctx.node.fetch_sessions.get(session_id) is not None
