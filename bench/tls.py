@@ -77,7 +77,7 @@ def _consume(bootstrap: str, security: dict, topic: str, records: int) -> float:
 
 
 def run(mib: int, repeats: int) -> dict:
-    from tests.support.certs import ClientTls, make_certs
+    from tests.support.certs import ClientSecurity, make_certs
     from tests.support.kraftd_process import KraftdProcess
 
     work = Path(tempfile.mkdtemp(prefix="kraftd-bench-tls-"))
@@ -85,7 +85,7 @@ def run(mib: int, repeats: int) -> dict:
     env = {"KRAFTD_FSYNC_POLICY": "never"}  # the network path is measured, not the disk
     servers = {"plaintext": (KraftdProcess(work / "plain", env=env).start(), {}),
                "tls": (KraftdProcess(work / "tls", env={**env, **certs.server_env()}).start(),
-                       ClientTls.of(certs).confluent())}
+                       ClientSecurity.of(certs).confluent())}
     results: dict = {name: {"produce": [], "consume": []} for name in servers}
     try:
         for r in range(repeats):

@@ -14,6 +14,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import TomlConfigSettingsSource
 
+from ..protocol.sasl_client import MECHANISMS as SASL_MECHANISMS
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 DAY_MS = 24 * 3600 * 1000
@@ -25,7 +27,6 @@ SHELL_ONLY = frozenset({
     "cluster_secret", "cluster_secret_file", "max_connections", "max_connections_per_ip",
     "security_protocol", "tls_cert_file", "tls_key_file", "tls_ca_file", "tls_client_auth", "sasl_mechanisms",
 })
-SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 
 # The TOML path is per load() call; pydantic-settings builds sources from the class, so the
 # path travels in a context variable rather than class state.

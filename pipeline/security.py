@@ -1,6 +1,6 @@
-"""The pipeline client's TLS, from the `kafka.*` options Spark's Kafka source takes.
+"""The pipeline client's TLS and SASL, from the `kafka.*` options Spark's Kafka source takes.
 
-- `kafka.security.protocol`: PLAINTEXT (default) or SSL. SASL is not there yet: refused.
+- `kafka.security.protocol`: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL.
 - `kafka.ssl.truststore.location` (a PEM file) or `kafka.ssl.truststore.certificates` (PEM
   text), with `kafka.ssl.truststore.type=PEM` (Kafka's KIP-651 names; JKS and PKCS12 stores
   are refused, naming the option). Without a trust store, the system's CAs.
@@ -9,7 +9,6 @@
   encrypted.
 - `kafka.ssl.endpoint.identification.algorithm`: `https` (default) checks the broker's host
   name against its certificate, an empty value does not (Kafka's meaning).
-
 - SASL (`kafka.security.protocol` SASL_PLAINTEXT or SASL_SSL): `kafka.sasl.mechanism` (PLAIN,
   SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default, GSSAPI, is refused) and the user name and
   password of `kafka.sasl.jaas.config`, as Spark's Kafka source takes them

@@ -3,6 +3,8 @@ mechanisms and iteration counts (never a key). No users named (null or empty): e
 user named twice is DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND, as on Kafka."""
 from __future__ import annotations
 
+from collections import Counter
+
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeUserScramCredentialsResponse
 
@@ -20,10 +22,8 @@ def handle(ctx, header, request, now_ms, peer):
     scram = ctx.plane.image.scram
     wanted = [u.name for u in request.users or []] or sorted(scram)
     results = []
-    counted: dict = {}
-    for name in wanted:
-        counted[name] = counted.get(name, 0) + 1
-    for name in dict.fromkeys(wanted):
+    counted = Counter(wanted)
+    for name in counted:
         if counted[name] > 1:
             results.append(Result(user=name, error_code=ErrorCode.DUPLICATE_RESOURCE,
                                   error_message="Cannot describe SCRAM credentials for the same user twice "

@@ -512,3 +512,42 @@ def parse_batch_headers(buf: bytes) -> list[BatchHeader]:
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
+
+
+# --------------------------------------------------------------------------------------------
+# the Java client and kafkajs: tests/java/RoundTrip.java and tests/js/roundtrip.js
+# --------------------------------------------------------------------------------------------
+
+def java_properties(path, props: dict):
+    """A .properties file (backslashes escaped, as java.util.Properties reads them)."""
+    path.write_text("".join(f"{k}={v}\n".replace("\\", "\\\\") for k, v in props.items()))
+    return path
+
+
+def java_round_trip(bootstrap: str, topic: str, n: int, security, workdir) -> list[str]:
+    """RoundTrip.java's lines: produce n records to partition 0, read them back. `security`: a
+    tests.support.certs.ClientSecurity."""
+    from tests.support.java_client import compile_driver, java_command
+
+    classes = compile_driver("RoundTrip", workdir / "java")
+    props = java_properties(workdir / "client.properties", security.java())
+    done = subprocess.run(java_command("RoundTrip", classes, bootstrap, topic, str(n), str(props)),
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, (done.stdout[-1000:], done.stderr[-2000:])
+    return done.stdout.splitlines()
+
+
+def kafkajs_round_trip(bootstrap: str, topic: str, n: int, security) -> list[str]:
+    """roundtrip.js's lines: produce n records to partition 0, read them back in a group."""
+    from tests.support.node_client import install_js_clients, node_command
+
+    install_js_clients()
+    done = subprocess.run(node_command("roundtrip.js", bootstrap, topic, str(n), *security.kafkajs_args()),
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, (done.stdout[-1000:], done.stderr[-2000:])
+    return done.stdout.splitlines()
+
+
+def round_trip_lines(n: int, first: int) -> list[str]:
+    """The `record <offset> k<i> v<i>` lines both drivers print for n records from `first`."""
+    return [f"record {first + i} k{i} v{i}" for i in range(n)]

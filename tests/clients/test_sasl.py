@@ -17,7 +17,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from tests.clients import helpers as h
-from tests.support.certs import ClientTls
+from tests.support.certs import ClientSecurity
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
@@ -37,7 +37,7 @@ MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 
 def _create_alice(bootstrap: str, certs) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap,
-                         **ClientTls.of(certs, sasl=("SCRAM-SHA-512", *ADMIN)).confluent()})
+                         **ClientSecurity.of(certs, sasl=("SCRAM-SHA-512", *ADMIN)).confluent()})
     futures = admin.alter_user_scram_credentials([
         UserScramCredentialUpsertion(ALICE[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                      ALICE[1].encode()),
@@ -60,38 +60,17 @@ def sasl_node(tmp_path_factory, certs):
         yield cluster
 
 
-def _java(bootstrap: str, topic: str, security: ClientTls, tmp_path) -> list[str]:
-    from tests.support.java_client import compile_driver, java_command
-
-    classes = compile_driver("RoundTrip", tmp_path / "java")
-    props = tmp_path / "client.properties"
-    props.write_text("".join(f"{k}={v}\n".replace("\\", "\\\\") for k, v in security.java().items()))
-    done = subprocess.run(java_command("RoundTrip", classes, bootstrap, topic, str(N), str(props)),
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, (done.stdout[-1000:], done.stderr[-2000:])
-    return done.stdout.splitlines()
-
-
-def _kafkajs(bootstrap: str, topic: str, security: ClientTls) -> list[str]:
-    from tests.support.node_client import install_js_clients, node_command
-
-    install_js_clients()
-    done = subprocess.run(node_command("roundtrip.js", bootstrap, topic, str(N), *security.kafkajs_args()),
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, (done.stdout[-1000:], done.stderr[-2000:])
-    return done.stdout.splitlines()
-
-
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 @pytest.mark.parametrize("client", ["kafka-python", "confluent", "aiokafka", "kcat", "java", "kafkajs"])
 def test_a_user_logs_in_writes_and_reads_back(sasl_node, certs, client, mechanism, tmp_path):
     bootstrap = sasl_node.bootstrap()
-    security = ClientTls.of(certs, sasl=(mechanism, *ALICE))
+    security = ClientSecurity.of(certs, sasl=(mechanism, *ALICE))
     topic = f"sasl-{client}-{mechanism}".lower()
     if client in ("java", "kafkajs"):
-        lines = _java(bootstrap, topic, security, tmp_path) if client == "java" else _kafkajs(bootstrap, topic, security)
+        lines = (h.java_round_trip(bootstrap, topic, N, security, tmp_path) if client == "java"
+                 else h.kafkajs_round_trip(bootstrap, topic, N, security))
         assert lines[-1] == "done" and lines[0].startswith(f"produced {FIRST}"), lines[-3:]
-        assert lines[1:-1] == [f"record {FIRST + i} k{i} v{i}" for i in range(N)]
+        assert lines[1:-1] == h.round_trip_lines(N, FIRST)
         return
     if client == "kcat":
         records = h.make_text_records(N, seed=zlib.crc32(topic.encode()), headers=(("h", b"1"),))
@@ -141,7 +120,7 @@ def test_a_wrong_password_is_refused_with_58(sasl_node, certs):
             client.close()
     # And a real client with the wrong password gets nowhere.
     admin = AdminClient({"bootstrap.servers": sasl_node.bootstrap(),
-                         **ClientTls.of(certs, sasl=("SCRAM-SHA-256", "alice", "wrong")).confluent()})
+                         **ClientSecurity.of(certs, sasl=("SCRAM-SHA-256", "alice", "wrong")).confluent()})
     with pytest.raises(KafkaException):  # (librdkafka reports the 58 in its log, then "transport failure")
         admin.list_topics(timeout=5)
 
@@ -162,7 +141,7 @@ def test_sasl_plaintext_logs_in_without_tls(tmp_path):
     env = {"KRAFTD_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KRAFTD_SASL_MECHANISMS": "SCRAM-SHA-256",
            "KRAFTD_BOOTSTRAP_USER": ":".join(ADMIN)}
     with KraftdCluster(tmp_path, nodes=1, env=env) as cluster:
-        security = ClientTls.of(None, sasl=("SCRAM-SHA-256", *ADMIN))
+        security = ClientSecurity.of(None, sasl=("SCRAM-SHA-256", *ADMIN))
         assert security.protocol == "SASL_PLAINTEXT"
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), **security.confluent()})
 
@@ -179,7 +158,7 @@ def test_sasl_plaintext_logs_in_without_tls(tmp_path):
         h.assert_same(h.confluent_consume(cluster.bootstrap(), "plain-sasl", N, **security.confluent()), records,
                       first_offset=FIRST)
         # A mechanism not in sasl_mechanisms is refused (SCRAM-SHA-512 stays for the nodes only).
-        other = ClientTls.of(None, sasl=("SCRAM-SHA-512", *ADMIN))
+        other = ClientSecurity.of(None, sasl=("SCRAM-SHA-512", *ADMIN))
         with pytest.raises(KafkaException):
             AdminClient({"bootstrap.servers": cluster.bootstrap(), **other.confluent()}).list_topics(timeout=3)
 
@@ -188,13 +167,12 @@ def test_the_java_admin_creates_a_user_who_then_logs_in(sasl_node, certs, tmp_pa
     from tests.support.java_client import compile_driver, java_command
 
     classes = compile_driver("ScramUsers", tmp_path / "java")
-    props = tmp_path / "admin.properties"
-    admin = ClientTls.of(certs, sasl=("SCRAM-SHA-512", *ADMIN))
-    props.write_text("".join(f"{k}={v}\n".replace("\\", "\\\\") for k, v in admin.java().items()))
+    admin = ClientSecurity.of(certs, sasl=("SCRAM-SHA-512", *ADMIN))
+    props = h.java_properties(tmp_path / "admin.properties", admin.java())
     done = subprocess.run(java_command("ScramUsers", classes, sasl_node.bootstrap(), str(props), "carol", "carol-pw"),
                           capture_output=True, text=True, timeout=180)
     assert done.stdout.splitlines() == ["created carol", "described carol SCRAM-SHA-512 4096", "done"], \
         (done.stdout, done.stderr[-2000:])
-    carol = ClientTls.of(certs, sasl=("SCRAM-SHA-512", "carol", "carol-pw")).confluent()
+    carol = ClientSecurity.of(certs, sasl=("SCRAM-SHA-512", "carol", "carol-pw")).confluent()
     records = h.make_records(50, seed=3)
     assert h.confluent_produce(sasl_node.bootstrap(), "carols", records, **carol) == list(range(FIRST, FIRST + 50))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-import subprocess
 import zlib
 
 import pytest
@@ -18,7 +17,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.server.tls import ANONYMOUS, principal_of, subject_name
 from tests.clients import helpers as h
-from tests.support.certs import CLIENT_PRINCIPAL, ClientTls
+from tests.support.certs import CLIENT_PRINCIPAL, ClientSecurity
 from tests.support.kraftd_process import KraftdProcess
 
 pytestmark = pytest.mark.clients
@@ -41,62 +40,45 @@ def _records(topic: str):
 
 
 def test_kafka_python_over_tls(tls_server, certs):
-    records, tls = _records("tls-kp"), ClientTls.of(certs).kafka_python()
+    records, tls = _records("tls-kp"), ClientSecurity.of(certs).kafka_python()
     offsets, _ = h.kafka_python_produce(tls_server.bootstrap, "tls-kp", records, **tls)
     assert offsets == list(range(FIRST, FIRST + N))
     h.assert_same(h.kafka_python_consume(tls_server.bootstrap, "tls-kp", N, **tls), records, first_offset=FIRST)
 
 
 def test_confluent_over_tls_with_a_client_certificate(tls_server, certs):
-    records, tls = _records("tls-ck"), ClientTls.of(certs, "alice").confluent()
+    records, tls = _records("tls-ck"), ClientSecurity.of(certs, "alice").confluent()
     assert h.confluent_produce(tls_server.bootstrap, "tls-ck", records, **tls) == list(range(FIRST, FIRST + N))
     h.assert_same(h.confluent_consume(tls_server.bootstrap, "tls-ck", N, **tls), records, first_offset=FIRST)
 
 
 def test_aiokafka_over_tls(tls_server, certs):
     records = _records("tls-aio")
-    offsets = h.aiokafka_produce(tls_server.bootstrap, "tls-aio", records, **ClientTls.of(certs).aiokafka())
+    offsets = h.aiokafka_produce(tls_server.bootstrap, "tls-aio", records, **ClientSecurity.of(certs).aiokafka())
     assert offsets == list(range(FIRST, FIRST + N))
-    got = h.aiokafka_consume(tls_server.bootstrap, "tls-aio", N, **ClientTls.of(certs).aiokafka())
+    got = h.aiokafka_consume(tls_server.bootstrap, "tls-aio", N, **ClientSecurity.of(certs).aiokafka())
     h.assert_same(got, records, first_offset=FIRST)
 
 
 def test_kcat_over_tls(tls_server, certs):
     records = h.make_text_records(N, seed=7, headers=(("h", b"1"),))
-    extra = ClientTls.of(certs).kcat()
+    extra = ClientSecurity.of(certs).kcat()
     h.kcat_produce(tls_server.bootstrap, "tls-kcat", records, extra=extra)
     h.assert_same(h.kcat_consume(tls_server.bootstrap, "tls-kcat", extra=extra), records, first_offset=FIRST)
 
 
-def _expected_lines(first: int) -> list[str]:
-    return [f"record {first + i} k{i} v{i}" for i in range(N)]
-
-
 def test_java_client_over_tls(tls_server, certs, tmp_path):
-    from tests.support.java_client import compile_driver, java_command
-
-    classes = compile_driver("RoundTrip", tmp_path / "java")
-    props = tmp_path / "client.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in ClientTls.of(certs).java().items()))
-    done = subprocess.run(java_command("RoundTrip", classes, tls_server.bootstrap, "tls-java", str(N), str(props)),
-                          capture_output=True, text=True, timeout=180)
-    lines = done.stdout.splitlines()
-    assert done.returncode == 0 and lines[-1] == "done", (lines[-3:], done.stderr[-2000:])
+    lines = h.java_round_trip(tls_server.bootstrap, "tls-java", N, ClientSecurity.of(certs), tmp_path)
+    assert lines[-1] == "done", lines[-3:]
     assert lines[0] == f"produced {FIRST} {FIRST + N - 1}"
-    assert lines[1:-1] == _expected_lines(FIRST)
+    assert lines[1:-1] == h.round_trip_lines(N, FIRST)
 
 
 def test_kafkajs_over_tls(tls_server, certs):
-    from tests.support.node_client import install_js_clients, node_command
-
-    install_js_clients()
-    done = subprocess.run(node_command("roundtrip.js", tls_server.bootstrap, "tls-js", str(N),
-                                       *ClientTls.of(certs).kafkajs_args()),
-                          capture_output=True, text=True, timeout=180)
-    lines = done.stdout.splitlines()
-    assert done.returncode == 0 and lines[-1] == "done", (lines[-3:], done.stderr[-2000:])
+    lines = h.kafkajs_round_trip(tls_server.bootstrap, "tls-js", N, ClientSecurity.of(certs))
+    assert lines[-1] == "done", lines[-3:]
     assert lines[0] == f"produced {FIRST}"
-    assert lines[1:-1] == _expected_lines(FIRST)
+    assert lines[1:-1] == h.round_trip_lines(N, FIRST)
 
 
 def _api_versions_frame() -> bytes:
@@ -159,7 +141,7 @@ def test_required_client_certificates_admit_only_the_cas_clients(mtls_server, ce
     alice.load_cert_chain(certs.cert("alice"), certs.key("alice"))
     assert _api_versions_over(mtls_server, alice) == 0
     # A real client with its certificate writes and reads.
-    records, tls = _records("mtls-ck"), ClientTls.of(certs, "alice").confluent()
+    records, tls = _records("mtls-ck"), ClientSecurity.of(certs, "alice").confluent()
     assert h.confluent_produce(mtls_server.bootstrap, "mtls-ck", records, **tls) == list(range(FIRST, FIRST + N))
     h.assert_same(h.confluent_consume(mtls_server.bootstrap, "mtls-ck", N, **tls), records, first_offset=FIRST)
     # Without a certificate, or with one another CA signed, the handshake fails (TLS 1.3 reports

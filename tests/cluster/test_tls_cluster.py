@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.clients import helpers as h
-from tests.support.certs import ClientTls, make_certs
+from tests.support.certs import ClientSecurity, make_certs
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
@@ -45,7 +45,7 @@ def test_a_cluster_with_tls_listeners_forms_and_replicates(tmp_path, protocol):
     if protocol == "SASL_SSL":
         env.update(KRAFTD_SECURITY_PROTOCOL="SASL_SSL", KRAFTD_BOOTSTRAP_USER="admin:admin-secret")
         sasl = ("SCRAM-SHA-512", "admin", "admin-secret")
-    tls = ClientTls.of(certs, "alice", sasl=sasl).confluent()
+    tls = ClientSecurity.of(certs, "alice", sasl=sasl).confluent()
     with KraftdCluster(tmp_path, nodes=3, env=env) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), **tls})
         wait_until(lambda: _brokers(admin) == 3, 60, "three brokers registered")

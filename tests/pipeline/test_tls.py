@@ -10,7 +10,7 @@ import pytest
 
 from kraftd.pipeline.options import OptionError
 from kraftd.pipeline.security import client_sasl, client_tls
-from tests.support.certs import ClientTls
+from tests.support.certs import ClientSecurity
 from tests.support.cluster import KraftdCluster
 from tests.support.kraftd_process import KraftdProcess
 from tests.support.waiting import wait_until
@@ -32,7 +32,7 @@ def _tls_options(certs) -> dict:
 def test_a_dataframe_goes_through_a_tls_listener_and_back(spark, tls_server, certs):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": tls_server.bootstrap, **ClientTls.of(certs).confluent()})
+    admin = AdminClient({"bootstrap.servers": tls_server.bootstrap, **ClientSecurity.of(certs).confluent()})
     admin.create_topics([NewTopic("tls-df", 2, 1)], operation_timeout=20)["tls-df"].result(30)
     rows = [(f"k{i}", f"v{i}") for i in range(500)]
     options = {"kafka.bootstrap.servers": tls_server.bootstrap, **_tls_options(certs)}
@@ -102,7 +102,7 @@ def test_a_dataframe_goes_through_a_sasl_ssl_listener_and_back(spark, certs, tmp
            "KRAFTD_BOOTSTRAP_USER": "etl:etl-secret"}
     with KraftdCluster(tmp_path, nodes=1, env=env) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap(),
-                             **ClientTls.of(certs, sasl=("SCRAM-SHA-512", "etl", "etl-secret")).confluent()})
+                             **ClientSecurity.of(certs, sasl=("SCRAM-SHA-512", "etl", "etl-secret")).confluent()})
 
         def created():
             try:

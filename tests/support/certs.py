@@ -73,7 +73,7 @@ def make_certs(directory: Path) -> Certs:
 
 
 @dataclass(frozen=True)
-class ClientTls:
+class ClientSecurity:
     """One client's security settings, in each client library's terms: it trusts `ca` (None:
     a plaintext connection) and, when `cert` is set, shows that certificate (mTLS); with
     `sasl = (mechanism, user, password)` it logs in (SASL_SSL, or SASL_PLAINTEXT without `ca`)."""
@@ -83,7 +83,7 @@ class ClientTls:
     sasl: tuple | None = None
 
     @classmethod
-    def of(cls, certs: "Certs | None", client: str | None = None, *, sasl: tuple | None = None) -> "ClientTls":
+    def of(cls, certs: "Certs | None", client: str | None = None, *, sasl: tuple | None = None) -> "ClientSecurity":
         if certs is None:
             return cls(None, sasl=sasl)
         return cls(certs.ca, certs.cert(client) if client else None, certs.key(client) if client else None, sasl)
