@@ -16,7 +16,6 @@ from typing import Any
 
 import structlog
 
-from ..protocol.errors import ErrorCode
 from ..quorum.outcomes import NoResponse, Park, Respond
 from ..quorum.peer import Peer
 
@@ -227,12 +226,7 @@ class Broker:
         if conn.sasl is None:
             conn.sasl = SaslServerSession(self.node_credentials, self.node.scram_credential, self.sasl_mechanisms)
         session = conn.sasl
-        if header.request_api_key == SASL_HANDSHAKE and header.request_api_version == 0:
-            # Listed in ApiVersions only because librdkafka before 2.11 looks for it before any
-            # SASL login; its raw-token exchange (no SaslAuthenticate) is not served.
-            step = session.refuse_handshake(ErrorCode.UNSUPPORTED_VERSION, "SaslHandshake v0 (raw SASL tokens)")
-        else:
-            step = session.handle(header.request_api_key, body)
+        step = session.handle(header.request_api_key, body, header.request_api_version)
         if step.close_reason:
             refused = self._auth_failure_log.due()  # a hostile client must not flood the log
             event = "node authentication refused" if session.as_node else "authentication refused"

@@ -76,14 +76,16 @@ class SaslServerSession:
         """The login named a node (`kraftd-node-<id>`), whether or not it succeeded."""
         return node_id_of(self._username or "") is not None
 
-    def handle(self, api_key: int, request) -> SaslStep:
+    def handle(self, api_key: int, request, version: int = 1) -> SaslStep:
+        if api_key == SASL_HANDSHAKE and version == 0:
+            # Listed in ApiVersions only because librdkafka before 2.11 looks for it before any
+            # SASL login; its raw-token exchange (no SaslAuthenticate) is not served.
+            self.stage = "failed"
+            return SaslStep(m.SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                                    mechanisms=self.mechanisms), "SaslHandshake v0 (raw SASL tokens)")
         if api_key == SASL_HANDSHAKE:
             return self._handshake(request)
         return self._authenticate(request)
-
-    def refuse_handshake(self, error: ErrorCode, why: str) -> SaslStep:
-        self.stage = "failed"
-        return SaslStep(m.SaslHandshakeResponse(error_code=error, mechanisms=self.mechanisms), why)
 
     def _handshake(self, request) -> SaslStep:
         if self.stage != "start":

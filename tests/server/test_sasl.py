@@ -181,3 +181,13 @@ def test_a_user_named_like_a_node_never_becomes_a_node():
     step = server.handle(SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()))
     assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert server.node_id is None and server.principal is None
+
+
+def test_a_version_0_handshake_is_refused_and_ends_the_exchange():
+    """SaslHandshake v0 is listed (librdkafka < 2.11 wants it) but its raw-token flow is not
+    served: UNSUPPORTED_VERSION, and the connection closes after the answer."""
+    server = SaslServerSession(None, _user_store(), ("SCRAM-SHA-512",))
+    step = server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 0)
+    assert step.response.error_code == ErrorCode.UNSUPPORTED_VERSION and step.close_reason
+    assert server.handle(SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).response.error_code \
+        == ErrorCode.ILLEGAL_SASL_STATE
