@@ -51,7 +51,18 @@ class Hosting:
         self.topics.load()
         if self.plane is not None:
             self._open_metadata_partition(now_ms)
+        self._drop_orphan_states()
         self.started = True
+
+    def _drop_orphan_states(self) -> None:
+        """The stored election states of topics this node no longer has: it deleted them and
+        stopped before the states' removal was written. Dropped, so that a topic re-created
+        under the name starts afresh instead of from the old topic's epoch and vote."""
+        orphans = {key: None for key in self._stored_states if self.topics.get(key[0]) is None}
+        if orphans:
+            self._election_store.write(orphans)
+            for key in orphans:
+                del self._stored_states[key]
 
     def legacy_epoch(self) -> int:
         return getattr(self._election_store, "legacy_epoch", 0)
@@ -167,6 +178,7 @@ class Hosting:
             if partition is None:
                 continue
             self._replication.remove_group(partition.key)
+            self._stored_states.pop(partition.key, None)  # (a topic re-created under the name starts afresh)
             self._changes.dirty.pop(partition.key, None)
             self._snapshots.forget(partition.key)
             partition.log.discard()

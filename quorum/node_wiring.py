@@ -13,7 +13,8 @@ from .topic_config import TopicConfig
 
 
 class ElectionStore(Protocol):
-    """Every group's epoch, leader and vote; `write` is durable when it returns."""
+    """Every group's epoch, leader and vote; `write` is durable when it returns (a None
+    state: the group was deleted, forget it)."""
 
     def load(self) -> dict[GroupKey, ElectionState]: ...
 

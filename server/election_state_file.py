@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..quorum.raft.election_state import ElectionState, GroupKey, group_name
+from ..quorum.raft.election_state import ElectionState, GroupKey, apply_changes, group_name
 from ..storage.atomic_file import atomic_write
 
 
@@ -36,11 +36,11 @@ class FileElectionStore:
                 self.legacy_epoch = int(doc.get("leaderEpoch", 0))
         return dict(self._states)
 
-    def write(self, changed: dict[GroupKey, ElectionState]) -> None:
+    def write(self, changed: dict[GroupKey, ElectionState | None]) -> None:
         if self._states is None:
             self.load()
         states = self._states
-        states.update(changed)
+        apply_changes(states, changed)
         doc = {"data_version": 1, "groups": {group_name(k): s.to_json() for k, s in sorted(states.items())}}
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         atomic_write(self.path, json.dumps(doc, separators=(",", ":")).encode())

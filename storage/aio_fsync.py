@@ -79,7 +79,7 @@ class AioFsync:
             fd, path = tempfile.mkstemp(prefix=".aio-probe-", dir=directory)
             try:
                 os.write(fd, b"probe")
-                if aio.submit([(0, fd)]) == 1 and select.select([aio], [], [], _PROBE_TIMEOUT_S)[0] \
+                if aio.submit([(0, fd)]) == 1 and _readable(aio.fileno(), _PROBE_TIMEOUT_S) \
                         and aio.reap() == [(0, 0)]:
                     return aio
             finally:
@@ -135,3 +135,11 @@ class AioFsync:
             self._libc.syscall(self._destroy, self._ctx)
             os.close(self._eventfd)
             self._eventfd = -1
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether `fd` becomes readable within `timeout_s` (poll, not select: a process with many
+    open files hands out descriptors above select's limit of 1024)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))

@@ -31,6 +31,15 @@ class ElectionState:
                    bool(doc.get("mayVote", True)))
 
 
+def apply_changes(states: dict, changed: dict) -> None:
+    """A store's states after a write: a None state is a deleted group's, dropped."""
+    for key, state in changed.items():
+        if state is None:
+            states.pop(key, None)
+        else:
+            states[key] = state
+
+
 def group_name(key: GroupKey) -> str:
     return f"{key[0]}-{key[1]}"
 
@@ -45,6 +54,6 @@ class MemoryElectionStore:
     def load(self) -> dict[GroupKey, ElectionState]:
         return dict(self.states)
 
-    def write(self, changed: dict[GroupKey, ElectionState]) -> None:
-        self.states.update(changed)
+    def write(self, changed: dict[GroupKey, ElectionState | None]) -> None:
+        apply_changes(self.states, changed)
         self.writes += 1

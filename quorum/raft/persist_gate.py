@@ -12,7 +12,7 @@ from .rpc import Send
 
 @dataclass(slots=True)
 class Outbox:
-    persist: dict | None = None                    # GroupKey -> ElectionState, write first
+    persist: dict | None = None                    # GroupKey -> ElectionState (None: dropped), write first
     sends: list = field(default_factory=list)      # Send
     completions: list = field(default_factory=list)  # answers to parked quorum requests
 
@@ -29,6 +29,11 @@ class PersistGate:
 
     def unmark(self, key: GroupKey) -> None:
         self._dirty.pop(key, None)
+
+    def drop(self, key: GroupKey) -> None:
+        """The group is deleted: its state leaves the store with the next write (a topic
+        re-created under the name later starts from nothing, not from the old topic's vote)."""
+        self._dirty[key] = None
 
     def send(self, send: Send) -> None:
         self._pending.sends.append(send)

@@ -79,7 +79,7 @@ class Replication:
         group = self.groups.pop(key, None)
         if group is None:
             return
-        self.gate.unmark(key)
+        self.gate.drop(key)
         self.streams.remove(group)
         self.downloads.cancel(key)
         self.truncations.cancel(key)

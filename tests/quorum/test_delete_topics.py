@@ -9,6 +9,8 @@ import pytest
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.records import build_batch
+from kraftd.quorum.raft.election_state import ElectionState
+from kraftd.server.election_state_file import FileElectionStore
 
 from .node_context import NodeTestContext
 
@@ -52,3 +54,32 @@ def test_delete_by_id_in_v6(ctx):
     assert [(r.name, r.topic_id, r.error_code) for r in response.responses] == [("by-id", topic_id, 0)]
     again = ctx.respond(m.DeleteTopicsRequest(topics=[State(name=None, topic_id=topic_id)], timeout_ms=1000), 6)
     assert again.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def _stored_states(data_dir) -> dict:
+    return FileElectionStore(Path(data_dir) / "quorum-state").load()
+
+
+def test_a_deleted_topics_election_states_leave_the_quorum_state_file(ctx, tmp_path):
+    _create(ctx, "gone")
+    ctx.flush()
+    assert {("gone", 0), ("gone", 1)} <= set(_stored_states(tmp_path))
+    ctx.respond(m.DeleteTopicsRequest(topic_names=["gone"], timeout_ms=1000), 5)
+    ctx.flush()
+    assert not {k for k in _stored_states(tmp_path) if k[0] == "gone"}
+
+
+def test_states_left_by_a_deletion_cut_short_are_dropped_at_start(ctx, tmp_path):
+    """The node deleted the topic and stopped before the states' removal was written: at the
+    next start the states of topics it no longer has go, so a topic created again under the
+    name does not start from the old one's epoch and vote."""
+    _create(ctx, "gone", partitions=1)
+    ctx.respond(m.DeleteTopicsRequest(topic_names=["gone"], timeout_ms=1000), 5)
+    ctx.node.close()
+    FileElectionStore(Path(tmp_path) / "quorum-state").write({("gone", 0): ElectionState(7, 1, 1)})
+    ctx = ctx.restart()
+    assert ("gone", 0) not in _stored_states(tmp_path)
+    _create(ctx, "gone", partitions=1)
+    ctx.flush()
+    assert _stored_states(tmp_path)[("gone", 0)].epoch < 7
+    assert ctx.node.topics.partition("gone", 0).raft.epoch < 7

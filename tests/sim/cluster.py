@@ -15,7 +15,7 @@ from collections import Counter
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.quorum.log_opening import OpenLogsJob
-from kraftd.quorum.metadata.names import METADATA_TOPIC
+from kraftd.quorum.metadata.names import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraftd.quorum.node import Node
 from kraftd.quorum.node_wiring import NodeRuntime, NodeStartup
 from kraftd.quorum.node_config import NodeConfig
@@ -203,6 +203,7 @@ class Simulation:
         self._checking = False
         self._admin_topics: dict = {}
         self._admin_topics_at = -1
+        self._admin_topic_ids: dict = {}
 
     def voters_of(self, topic: str) -> tuple:
         """A group's voters: the seed's placement, all nodes for the metadata, else (a topic an
@@ -223,13 +224,27 @@ class Simulation:
             self.removed_topic_ids |= image.removed
         removed = self.removed_topic_ids
         out: dict = {}
+        ids: dict = {}
         for image in images:
             for topic in image.topics.values():
                 if topic.name not in out and 0 in topic.partitions and topic.topic_id not in removed:
                     out[topic.name] = tuple(topic.partitions[0].replicas)
+                    ids[topic.name] = topic.topic_id
+        self._admin_topic_ids = ids
         if self._checking:
             self._admin_topics, self._admin_topics_at = out, self.events_run
         return out
+
+    def topic_id_of(self, topic: str):
+        """The id of the topic now called `topic` (a deleted and re-created admin topic is a new
+        topic under the old name); None once deleted."""
+        if topic == METADATA_TOPIC:
+            return METADATA_TOPIC_ID
+        for t, topic_id, _ in self.topics:
+            if t == topic:
+                return topic_id
+        self.admin_topics()
+        return self._admin_topic_ids.get(topic)
 
     def metadata_groups(self) -> list:
         return [(METADATA_TOPIC, tuple(self.nodes))] + sorted(self.admin_topics().items())

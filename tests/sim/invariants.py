@@ -99,21 +99,42 @@ def _corrupt_batch(log, start: int, end: int):
     return None
 
 
-def _abstains(sn, key) -> bool:
+def _incarnation(key, group) -> tuple:
+    """A group as the checks key it: (topic, partition, topic id). A topic deleted and created
+    again under its name is another topic, with other committed data and epochs from 0."""
+    return (*key, group.partition.topic_id)
+
+
+def _log_of(disk, g):
+    """The log of group `g` on this disk; None if the disk does not hold that topic (not yet,
+    no more, or another topic of that name)."""
+    info = disk.catalog.get(g[0])
+    if info is None or info.topic_id != g[2]:
+        return None
+    return disk.logs.get(g[:2])
+
+
+def _abstains(sn, g) -> bool:
     """A replica that may not vote (it replaced a lost disk and has not caught up): no leader
     can be elected without a voter that holds the committed data, so it counts as holding it.
     (The rejoin marker may be gone already: the simulation places its data topics out of band,
     so the node's rejoin check, which reads the image, does not wait for them.)"""
+    key = g[:2]
     if sn.node is not None and key in sn.node.replication.groups:
-        return not sn.node.replication.groups[key].state.may_vote
+        group = sn.node.replication.groups[key]
+        return group.partition.topic_id == g[2] and not group.state.may_vote
+    info = sn.disk.catalog.get(key[0])
+    if info is not None and info.topic_id != g[2]:
+        return False  # it holds another topic of that name
     state = sn.disk.elections.states.get(key)
     if state is None:
         return sn.disk.lost
     return not state.may_vote
 
 
-def _describe(sn, key) -> str:
-    log = sn.disk.logs.get(key)
+def _describe(sn, g) -> str:
+    key = g[:2]
+    log = _log_of(sn.disk, g)
     state = sn.disk.elections.states.get(key)
     group = sn.node.replication.groups.get(key) if sn.node is not None else None
     text = f"node {sn.id} {'up' if sn.node else 'down'}{' (lost disk)' if sn.disk.lost else ''}"
@@ -131,11 +152,14 @@ class Invariants:
 
     An event changes the state of the nodes it stepped or crashed only (`sim.touched`), so the
     per-event checks look at those; everything else is as the last check left it. Every
-    `full_every` events, and when `sim.touched` is None, every node is looked at."""
+    `full_every` events, and when `sim.touched` is None, every node is looked at.
+
+    A group is keyed by (topic, partition, topic id) (`_incarnation`): a topic deleted and
+    created again under its name is another group."""
 
     def __init__(self, full_every: int = 500) -> None:
         self.leaders: dict = {}          # (group, epoch) -> node id
-        self.persisted_epoch: dict = {}  # (node, group) -> highest persisted epoch seen
+        self.persisted_epoch: dict = {}  # disk -> {group: highest persisted epoch seen}
         self.leader_hw: dict = {}        # (node, group, epoch) -> HW seen while leading
         self.committed: dict = {}        # group -> (HW, last committed batch) seen on a leader
         self.full_every = full_every
@@ -154,6 +178,7 @@ class Invariants:
         self._majority: dict = {}        # group -> (last committed batch, voters, {voter: holds it})
         self._admin_seen: dict | None = None
         self._voters: dict = {}          # topic -> voters, while the admin topics stay the same
+        self._ids: dict = {}             # topic -> its topic id, likewise
 
     def __call__(self, sim) -> None:
         self.checked += 1
@@ -161,34 +186,45 @@ class Invariants:
         touched = None if full else getattr(sim, "touched", None)
         nodes = sim.nodes.values() if touched is None else [sim.nodes[i] for i in touched]
         for sn in nodes:
-            for key, state in sn.disk.elections.states.items():
-                # (per disk: a node that lost its disk starts again from nothing)
-                before = self.persisted_epoch.get((id(sn.disk), key), -1)
-                if state.epoch < before:
-                    raise Violation(f"node {sn.id} {key}: persisted epoch went back from {before} to {state.epoch}")
-                self.persisted_epoch[(id(sn.disk), key)] = state.epoch
+            self._persisted_epochs_grow(sn)
             if sn.node is None:
                 continue
             self._snapshots_sit_at_log_start(sn)
             for key, group in sn.node.replication.groups.items():
                 if not group.is_leader:
                     continue
-                holder = self.leaders.setdefault((key, group.epoch), sn.id)
+                g = _incarnation(key, group)
+                holder = self.leaders.setdefault((g, group.epoch), sn.id)
                 if holder != sn.id:
-                    raise Violation(f"{key}: two leaders in epoch {group.epoch}: nodes {holder} and {sn.id}")
+                    raise Violation(f"{g}: two leaders in epoch {group.epoch}: nodes {holder} and {sn.id}")
                 hw = group.partition.high_watermark
-                seen = self.leader_hw.get((sn.id, key, group.epoch), -1)
+                seen = self.leader_hw.get((sn.id, g, group.epoch), -1)
                 if hw < seen:
-                    raise Violation(f"{key}: leader {sn.id} HW went back from {seen} to {hw}")
-                self.leader_hw[(sn.id, key, group.epoch)] = hw
-                self._commit_rule(sn, key, group, hw)
-                self._note_commit(sim, key, group)
+                    raise Violation(f"{g}: leader {sn.id} HW went back from {seen} to {hw}")
+                self.leader_hw[(sn.id, g, group.epoch)] = hw
+                self._commit_rule(sn, g, group, hw)
+                self._note_commit(sim, g, group)
             self._followers_behind_leaders(sn)
         self._committed_on_majority(sim, touched)
         if full:
             self.replicas_agree(sim)
             self.replicas_match_history(sim)
             self.history_on_majority(sim)
+
+    def _persisted_epochs_grow(self, sn) -> None:
+        """A persisted epoch never goes back (per disk: a node that lost its disk starts again
+        from nothing; per topic: a deleted topic's state is dropped from the store)."""
+        seen = self.persisted_epoch.setdefault(id(sn.disk), {})
+        states = sn.disk.elections.states
+        for key in [k for k in seen if k[:2] not in states]:
+            del seen[key]  # a deleted topic's state, removed
+        for key, state in states.items():
+            info = sn.disk.catalog.get(key[0])
+            g = (*key, None if info is None else info.topic_id)
+            before = seen.get(g, -1)
+            if state.epoch < before:
+                raise Violation(f"node {sn.id} {g}: persisted epoch went back from {before} to {state.epoch}")
+            seen[g] = state.epoch
 
     def _commit_rule(self, sn, key, group, hw: int) -> None:
         """Raft's commit rule, checked itself: a leader moves the HW it inherited only to an
@@ -206,13 +242,14 @@ class Invariants:
             hw = group.partition.high_watermark
             if group.is_leader:
                 continue
+            g = _incarnation(key, group)
             if group.role.name == "Resigned":
                 # It led this epoch: its HW may have moved in the event that ended its leadership.
-                self.max_leader_hw[key] = max(self.max_leader_hw.get(key, 0), hw)
+                self.max_leader_hw[g] = max(self.max_leader_hw.get(g, 0), hw)
                 continue
-            if hw > self.max_leader_hw.get(key, 0) and not self._restored(sn, key, hw):
-                raise Violation(f"{key}: node {sn.id}'s HW {hw} is past every leader's "
-                                f"({self.max_leader_hw.get(key, 0)})")
+            if hw > self.max_leader_hw.get(g, 0) and not self._restored(sn, key, hw):
+                raise Violation(f"{g}: node {sn.id}'s HW {hw} is past every leader's "
+                                f"({self.max_leader_hw.get(g, 0)})")
 
     def _restored(self, sn, key, hw: int) -> bool:
         """A HW at a snapshot's end (an installed snapshot, or a node's own from before a disk
@@ -269,8 +306,9 @@ class Invariants:
             if sn.node is None:
                 continue
             for key, group in sn.node.replication.groups.items():
-                history = self.history.get(key) or {}
-                upto = self.history_upto.get(key) or 0
+                g = _incarnation(key, group)
+                history = self.history.get(g) or {}
+                upto = self.history_upto.get(g) or 0
                 p = group.partition
                 corrupt = _corrupt_batch(p.log, p.log.log_start_offset, p.high_watermark)
                 if corrupt is not None:
@@ -284,17 +322,17 @@ class Invariants:
 
     def history_on_majority(self, sim) -> None:
         """Every committed batch (not only the last) is durably on a majority of voters."""
-        for key, history in self.history.items():
-            voters = sim.voters_of(key[0])
-            if not voters or self.history_upto.get(key) is None:
-                continue
+        for g, history in self.history.items():
+            voters = sim.voters_of(g[0])
+            if not voters or self.history_upto.get(g) is None or sim.topic_id_of(g[0]) != g[2]:
+                continue  # (a deleted topic)
             logs = []
             abstaining = 0
             for v in voters:
-                if _abstains(sim.nodes[v], key):
+                if _abstains(sim.nodes[v], g):
                     abstaining += 1
                     continue
-                log = sim.nodes[v].disk.logs.get(key)
+                log = _log_of(sim.nodes[v].disk, g)
                 if log is not None:
                     durable = min(log.flushed_offset, log.log_end_offset)
                     start = log.log_start_offset
@@ -303,7 +341,7 @@ class Invariants:
             for base, batch in history.items():
                 holding = abstaining + sum(1 for start, held in logs if start > base or held.get(base) == batch)
                 if holding * 2 <= len(voters):
-                    raise Violation(f"{key}: committed batch {base}..{batch[0]} (epoch {batch[2]}) is durable on only "
+                    raise Violation(f"{g}: committed batch {base}..{batch[0]} (epoch {batch[2]}) is durable on only "
                                     f"{holding} of {len(voters)} voters")
 
     def _snapshots_sit_at_log_start(self, sn) -> None:
@@ -312,17 +350,18 @@ class Invariants:
         for key, snapshots in sn.node.snapshots.items():
             ids = snapshots.store.ids()
             log = snapshots.partition.log
+            g = (*key, snapshots.partition.topic_id)
             if log.log_start_offset > 0 and (not ids or ids[0].end_offset != log.log_start_offset):
                 raise Violation(f"node {sn.id} {key}: log starts at {log.log_start_offset} but the snapshots are {ids}")
             for sid in ids:
-                seen = (id(sn.disk), key, sid)
+                seen = (id(sn.disk), g, sid)
                 if seen in self.snapshots_checked:
                     continue
-                upto = self.records_upto.get(key, 0)
+                upto = self.records_upto.get(g, 0)
                 if upto is None or upto < sid.end_offset:
                     continue  # the oracle does not reach it (yet)
                 self.snapshots_checked.add(seen)
-                expected = _replayed(key, self.records.get(key, []), sid.end_offset)
+                expected = _replayed(key, self.records.get(g, []), sid.end_offset)
                 actual = {bytes(k): bytes(v) for k, v in snapshots.store.reader(sid).items()}
                 if actual != expected:
                     raise Violation(f"node {sn.id} {key}: snapshot {sid} holds {len(actual)} keys, replaying the "
@@ -342,44 +381,44 @@ class Invariants:
             return  # nothing changed: no node stepped, none crashed
         admin = sim.admin_topics()
         if admin != self._admin_seen:
-            self._admin_seen, self._voters = admin, {}
-        for key, (hw, batch) in self.committed.items():
-            voters = self._voters_of(sim, key[0])
-            if not voters:
+            self._admin_seen, self._voters, self._ids = admin, {}, {}
+        for g, (hw, batch) in self.committed.items():
+            voters = self._voters_of(sim, g[0])
+            if not voters or self._ids.setdefault(g[0], sim.topic_id_of(g[0])) != g[2]:
                 continue  # a deleted topic
-            known = self._majority.get(key)
+            known = self._majority.get(g)
             if touched is None or known is None or known[0] != batch or known[1] != voters:
-                holds = {v: self._holds(sim, key, v, batch) for v in voters}
-                self._majority[key] = (batch, voters, holds)
+                holds = {v: self._holds(sim, g, v, batch) for v in voters}
+                self._majority[g] = (batch, voters, holds)
             else:
                 holds = known[2]
                 changed = False
                 for v in touched:
                     if v in holds:
-                        holds[v] = self._holds(sim, key, v, batch)
+                        holds[v] = self._holds(sim, g, v, batch)
                         changed = True
                 if not changed:
                     continue
             holding = sum(holds.values())
             if holding * 2 <= len(voters):
-                raise Violation(f"{key}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
-                                f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], key) for v in voters))
+                raise Violation(f"{g}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
+                                f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], g) for v in voters))
 
-    def _holds(self, sim, key, v: int, batch) -> bool:
-        if _abstains(sim.nodes[v], key):
+    def _holds(self, sim, g, v: int, batch) -> bool:
+        if _abstains(sim.nodes[v], g):
             return True  # lost its disk and may not vote yet: it cannot elect a leader without it
-        log = sim.nodes[v].disk.logs.get(key)
+        log = _log_of(sim.nodes[v].disk, g)
         if log is None:
             return False
         # Unchanged since we saw it hold the batch, unless its end or flushed offset went back
         # (only a truncation or a crash removes a batch): no need to read it again.
-        seen = self._holding.get((key, v))
+        seen = self._holding.get((g, v))
         if (seen is not None and seen[0] == batch and seen[1] == id(log)
                 and log.log_end_offset >= seen[2] and log.flushed_offset >= seen[3]):
             return True
         durable = min(log.flushed_offset, log.log_end_offset)
         if log.log_start_offset > batch[0] or (durable > batch[1] and _same_batch(_header_at(log, batch[0]), batch)):
-            self._holding[(key, v)] = (batch, id(log), log.log_end_offset, log.flushed_offset)
+            self._holding[(g, v)] = (batch, id(log), log.log_end_offset, log.flushed_offset)
             return True
         return False
 
@@ -387,9 +426,11 @@ class Invariants:
         """Replicas hold identical batches below the smallest HW among the live ones."""
         for topic, voters in [(t, a[0]) for t, _, a in sim.topics] + sim.metadata_groups():
             key = (topic, 0)
+            topic_id = sim.topic_id_of(topic)
             # (a log opened by a job the node has not heard back from yet is not served)
             live = [sim.nodes[v] for v in voters if sim.nodes[v].node is not None and key in sim.nodes[v].disk.logs
-                    and sim.nodes[v].node.topics.partition(*key) is not None]
+                    and sim.nodes[v].node.topics.partition(*key) is not None
+                    and sim.nodes[v].node.topics.partition(*key).topic_id == topic_id]
             if len(live) < 2:
                 continue
             parts = [sn.node.topics.partition(*key) for sn in live]
@@ -403,17 +444,18 @@ class Invariants:
                 elif batches != reference[1]:
                     raise Violation(f"{key}: nodes {reference[0]} and {sn.id} differ below HW {low}")
 
-    def consumer_read_committed(self, consumer) -> None:
+    def consumer_read_committed(self, sim, consumer) -> None:
         """What the KIP-320 consumer read is the committed log, offset by offset."""
         if consumer.problems:
             raise Violation("consumer: " + "; ".join(consumer.problems[:3]))
         for key, consumed in consumer.consumed.items():
-            if self.records_upto.get(key) is None:
+            g = (*key, sim.topic_id_of(key[0]))
+            if self.records_upto.get(g) is None:
                 continue
             committed = {o: (None if k is None else bytes(k), None if v is None else bytes(v))
-                         for o, k, v in self.records.get(key, [])}
+                         for o, k, v in self.records.get(g, [])}
             for offset, record in consumed.items():
-                if offset < self.records_upto[key] and committed.get(offset) != record:
+                if offset < self.records_upto[g] and committed.get(offset) != record:
                     raise Violation(f"consumer {key}: read {record} at {offset}, the committed log has "
                                     f"{committed.get(offset)}")
 

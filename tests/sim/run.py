@@ -113,7 +113,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         invariants.replicas_match_history(sim)
         invariants.history_on_majority(sim)
         invariants.acknowledged_survive(sim, producers)
-        invariants.consumer_read_committed(consumer)
+        invariants.consumer_read_committed(sim, consumer)
         _check_admin(sim, admin)
     except (Violation, SafetyViolation) as exc:
         result.ok = False

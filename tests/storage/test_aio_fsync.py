@@ -2,11 +2,10 @@
 import errno
 import os
 import platform
-import select
 
 import pytest
 
-from kraftd.storage.aio_fsync import AioFsync
+from kraftd.storage.aio_fsync import AioFsync, _readable
 
 
 @pytest.fixture
@@ -21,7 +20,7 @@ def aio(tmp_path):
 def reap_all(aio, count, timeout=5.0):
     done = []
     while len(done) < count:
-        assert select.select([aio], [], [], timeout)[0], f"only {len(done)} of {count} fsyncs finished"
+        assert _readable(aio.fileno(), timeout), f"only {len(done)} of {count} fsyncs finished"
         done += aio.reap()
     return done
 
@@ -79,3 +78,26 @@ def test_open_leaves_no_probe_file_behind(tmp_path):
 
 def test_open_answers_none_where_it_cannot_probe(tmp_path):
     assert AioFsync.open(str(tmp_path / "missing")) is None
+
+
+def test_it_opens_when_the_process_holds_descriptors_past_select_limit(tmp_path):
+    """A server with many connections hands out descriptors above 1023, where select() refuses
+    them (CI's suite failed so): the probe must still find AIO working."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    null = os.open(os.devnull, os.O_RDONLY)
+    filler = [os.dup(null) for _ in range(1100)]
+    try:
+        ctx = AioFsync.open(str(tmp_path), capacity=8)
+        assert ctx is not None and ctx.fileno() > 1023
+        fds = written_files(tmp_path, 1)
+        assert ctx.submit([(1, fds[0])]) == 1
+        assert reap_all(ctx, 1) == [(1, 0)]
+        os.close(fds[0])
+        ctx.close()
+    finally:
+        for fd in filler + [null]:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -167,8 +167,12 @@ class RaftTestContextBuilder:
         config = NodeConfig(node_id=self.local_id, data_dir=data_dir, fsync_policy="acks_all",
                             **{"retention_check_interval_ms": 10**9, **self.node_overrides})
         session_rng = random.Random(self.seed ^ 0xF37C)
+        # The node restarts with the topic on its disk (its catalog entry, its log, its state).
+        catalog = MemoryTopicCatalog(CLUSTER_ID)
+        catalog.create(TOPIC, 1, SNAPSHOT_POLICY if self.snapshot_policy else {}, topic_id=TOPIC_ID,
+                       assignments=[self.voters])
         storage = NodeStorage(
-            catalog=MemoryTopicCatalog(CLUSTER_ID), election_store=store, producer_id_store=MemoryStateFile(),
+            catalog=catalog, election_store=store, producer_id_store=MemoryStateFile(),
             open_log=lambda topic, index, cfg: log,
             open_snapshot_store=lambda topic, index: SnapshotStore(os.path.join(data_dir, f"{topic}-{index}")))
         runtime = NodeRuntime(rng=random.Random(self.seed), new_session_id=lambda: session_rng.randrange(1, 0x7FFFFFFF),
@@ -176,8 +180,6 @@ class RaftTestContextBuilder:
         node = Node(config, storage, runtime, NodeStartup(rejoining=self.is_rejoining))
         ctx.__init__(node, store, log, self.local_id, self.voters, self.raft_config, data_dir)
         node.start(START_MS)
-        node.create_replicated_topic(TOPIC, TOPIC_ID, [self.voters], SNAPSHOT_POLICY if self.snapshot_policy else {},
-                                     START_MS)
         ctx.poll()
         return ctx
 
