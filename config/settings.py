@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from pydantic_settings import TomlConfigSettingsSource
 
 from ..protocol.sasl_client import MECHANISMS as SASL_MECHANISMS
+from ..quorum.metadata.acls import parse_principal
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -163,6 +164,13 @@ class Settings(BaseSettings):
     tls_key_file: str | None = None
     tls_ca_file: str | None = None
     tls_client_auth: Literal["none", "requested", "required"] = "none"
+    # Kafka's authorizer.class.name: "acl" decides every request with the ACLs in the metadata
+    # log (CreateAcls and friends; so it needs voters), "none" allows everything. super_users
+    # ("User:a;User:b", Kafka's super.users) bypass the ACLs; a resource no ACL covers is refused
+    # unless allow_everyone_if_no_acl_found. The cluster's nodes may always do everything.
+    authorizer: Literal["none", "acl"] = "none"
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
 
     # Cluster membership: "1@host:port,2@host:port,..." (Kafka's controller.quorum.voters).
     # Unset: a one-node cluster. The addresses are where *this* node reaches each voter.
@@ -281,6 +289,22 @@ class Settings(BaseSettings):
             name, colon, password = self.bootstrap_user.get_secret_value().partition(":")
             if not name or not colon or not password:
                 raise ValueError("bootstrap_user must be name:password")
+        return self
+
+    @field_validator("super_users")
+    @classmethod
+    def _super_users(cls, v: str) -> str:
+        principals = [p.strip() for p in v.split(";") if p.strip()]
+        bad = [p for p in principals if parse_principal(p) is None]
+        if bad:
+            raise ValueError(f"expected principals as Type:name separated by ';' (User:alice;User:bob), got {bad}")
+        return ";".join(principals)
+
+    @model_validator(mode="after")
+    def _acls_need_a_metadata_log(self) -> "Settings":
+        if self.authorizer == "acl" and not self.voters:
+            raise ValueError("authorizer acl needs voters: ACLs live in the metadata log (a one-node cluster: "
+                             "voters = \"1@host:port\")")
         return self
 
     @model_validator(mode="after")

@@ -20,6 +20,7 @@ import base64
 import logging
 import uuid
 
+from .authorizer import AclAuthorizer
 from .fetch_sessions import FetchSessionCache
 from .group_hooks import GroupHooks
 from .handlers import HANDLERS
@@ -102,6 +103,10 @@ class Node:
             wall=wall)
         if self.plane is not None:
             self.plane.ctx = self._ctx
+            if config.authorizer == "acl":
+                plane = self.plane
+                self._ctx.authorizer = AclAuthorizer(lambda: plane.image, config.super_user_set,
+                                                     config.allow_everyone_if_no_acl_found)
             self._balancer = LeaderBalancer(config.node_id, self.replication, self.plane)
         self._next_balance_ms = 0
         self._housekeeping = Housekeeping(config, self.topics, self.snapshots, wall)

@@ -64,8 +64,17 @@ class NodeConfig:
     # "name:password": the controller gives this user SCRAM credentials if it has none
     # (quorum/metadata/bootstrap_user.py). Never printed.
     bootstrap_user: str | None = field(default=None, repr=False)
+    # Kafka's authorizer.class.name, super.users ("User:a;User:b") and
+    # allow.everyone.if.no.acl.found (quorum/authorizer.py).
+    authorizer: str = "none"
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     extra: dict = field(default_factory=dict)
 
     @property
     def clustered(self) -> bool:
         return self.voters is not None
+
+    @property
+    def super_user_set(self) -> frozenset:
+        return frozenset(p.strip() for p in self.super_users.split(";") if p.strip())

@@ -2,8 +2,8 @@
 from ...protocol import api
 
 from . import (allocate_producer_ids, alter_partition, alter_user_scram_credentials, api_versions,
-               begin_quorum_epoch, broker_registration, create_topics, delete_groups, delete_records,
-               delete_topics, describe_groups, describe_quorum, describe_user_scram_credentials, end_quorum_epoch,
+               begin_quorum_epoch, broker_registration, create_acls, create_topics, delete_acls, delete_groups,
+               delete_records, delete_topics, describe_acls, describe_groups, describe_quorum, describe_user_scram_credentials, end_quorum_epoch,
                fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
                offset_for_leader_epoch, produce, sync_group, vote)
@@ -31,6 +31,10 @@ HANDLERS = {
     # users' SCRAM credentials in the metadata log (KIP-554)
     api.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
     api.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
+    # ACLs in the metadata log (authorizer = "acl")
+    api.DESCRIBE_ACLS: describe_acls.handle,
+    api.CREATE_ACLS: create_acls.handle,
+    api.DELETE_ACLS: delete_acls.handle,
     # the classic group protocol (quorum/groups/)
     api.JOIN_GROUP: join_group.handle,
     api.SYNC_GROUP: sync_group.handle,

@@ -7,6 +7,7 @@ from typing import Callable
 
 from ...protocol.errors import ErrorCode
 
+from ..authorizer import AllowEveryone
 from ..fetch_sessions import FetchSessionCache
 from ..limits import AutoCreateLimiter, Refusals
 from ..node_config import NodeConfig
@@ -42,6 +43,8 @@ class HandlerContext:
     refusals: Refusals = field(default_factory=Refusals)
     auto_creates: AutoCreateLimiter | None = None
     wall: WallClock = field(default_factory=WallClock)  # timestamps; timers use now_ms
+    # Who may do what (quorum/authorizer.py): AclAuthorizer with authorizer = "acl".
+    authorizer: object = field(default_factory=AllowEveryone)
 
     def __post_init__(self) -> None:
         if self.auto_creates is None:

@@ -1,5 +1,5 @@
-"""The metadata image: brokers, topics, partitions, topic configs, the producer-id counter and
-users' SCRAM credentials, as replayed from the committed records of `__cluster_metadata`.
+"""The metadata image: brokers, topics, partitions, topic configs, the producer-id counter,
+users' SCRAM credentials and ACLs, as replayed from the committed records of `__cluster_metadata`.
 
 Every entity has a key (`broker_key`, `topic_key`, ...). `replay(record)` returns the keys a
 record changed and `entity_record(key)` re-encodes an entity's current state as one record: a
@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ...protocol import messages as m
+from .acls import AclBinding
 
 TOPIC_RESOURCE = 2   # ConfigRecord.resource_type for a topic (Kafka's ConfigResource.Type.TOPIC)
 NO_LEADER = -1
@@ -38,6 +39,10 @@ def config_key(topic: str, name: str) -> bytes:
 
 def scram_key(user: str, mechanism: int) -> bytes:
     return b"s/%d/%s" % (mechanism, user.encode())
+
+
+def acl_key(acl_id: uuid.UUID) -> bytes:
+    return b"a/" + acl_id.hex.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,8 @@ class MetadataImage:
         self.removed: set[uuid.UUID] = set()
         self.next_producer_id = 0
         self.scram: dict[str, dict[int, ScramCredential]] = {}  # user -> mechanism -> credential
+        self.acls: dict[uuid.UUID, AclBinding] = {}
+        self.acls_version = 0  # moves with every ACL change (what the authorizer's index is of)
         # A PartitionRecord replayed before its TopicRecord (snapshot order is by key).
         self._orphans: dict[uuid.UUID, dict[int, PartitionInfo]] = {}
 
@@ -131,6 +138,16 @@ class MetadataImage:
             if not mechanisms:
                 self.scram.pop(record.name, None)
             return [scram_key(record.name, record.mechanism)]
+        if kind is m.AccessControlEntryRecord:
+            self.acls[record.id] = AclBinding(record.resource_type, record.resource_name, record.pattern_type,
+                                              record.principal_name, record.host, record.operation,
+                                              record.permission_type)
+            self.acls_version += 1
+            return [acl_key(record.id)]
+        if kind is m.RemoveAccessControlEntryRecord:
+            if self.acls.pop(record.id, None) is not None:
+                self.acls_version += 1
+            return [acl_key(record.id)]
         return []  # a record type this version does not use: nothing in the image depends on it
 
     def _topic(self, record) -> list[bytes]:
@@ -226,6 +243,10 @@ class MetadataImage:
                 name=user.decode(), mechanism=int(mechanism), salt=credential.salt,
                 stored_key=credential.stored_key, server_key=credential.server_key,
                 iterations=credential.iterations)
+        if kind == b"a":
+            acl_id = uuid.UUID(hex=rest.decode())
+            acl = self.acls.get(acl_id)
+            return None if acl is None else access_control_entry_record(acl_id, acl)
         if key == PRODUCER_IDS_KEY:
             return m.ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id)
         return None
@@ -243,3 +264,9 @@ def register_broker_record(b: BrokerInfo):
         broker_id=b.node_id, incarnation_id=b.incarnation_id, broker_epoch=b.broker_epoch,
         end_points=[Endpoint(name="PLAINTEXT", host=b.host, port=b.port, security_protocol=0)],
         features=[], rack=b.rack, fenced=b.fenced)
+
+
+def access_control_entry_record(acl_id: uuid.UUID, acl: AclBinding):
+    return m.AccessControlEntryRecord(id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
+                                      pattern_type=acl.pattern_type, principal_name=acl.principal, host=acl.host,
+                                      operation=acl.operation, permission_type=acl.permission)

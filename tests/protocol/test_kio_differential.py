@@ -73,7 +73,8 @@ KIO_MISSING |= {(name, v) for name in ("AlterPartitionRequest", "AlterPartitionR
 METADATA_RECORD_VERSIONS = {"RegisterBrokerRecord": 3, "TopicRecord": 0, "PartitionRecord": 2,
                             "ConfigRecord": 0, "PartitionChangeRecord": 2, "RemoveTopicRecord": 0,
                             "ProducerIdsRecord": 0, "UserScramCredentialRecord": 0,
-                            "RemoveUserScramCredentialRecord": 0}
+                            "RemoveUserScramCredentialRecord": 0, "AccessControlEntryRecord": 0,
+                            "RemoveAccessControlEntryRecord": 0}
 KIO_MISSING |= {(name, v) for name, hi in METADATA_RECORD_VERSIONS.items() for v in range(hi + 1)}
 # Kafka 4 dropped OffsetCommit v0-1 and OffsetFetch v0; the __consumer_offsets key/value
 # schemas are not in kio (all checked in test_group_apis_by_hand.py).

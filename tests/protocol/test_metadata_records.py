@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kraftd.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kraftd.protocol.messages import (
+    AccessControlEntryRecord, RemoveAccessControlEntryRecord,
     ConfigRecord, FetchRequest, LeaderChangeMessage, PartitionChangeRecord, PartitionRecord,
     ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord,
     UserScramCredentialRecord,
@@ -58,7 +59,8 @@ def test_record_types_are_kafkas_api_keys():
     assert {k: c.__name__ for k, c in RECORD_TYPE_BY_KEY.items()} == {
         0: "RegisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord", 4: "ConfigRecord",
         5: "PartitionChangeRecord", 9: "RemoveTopicRecord", 11: "UserScramCredentialRecord",
-        15: "ProducerIdsRecord", 22: "RemoveUserScramCredentialRecord"}
+        15: "ProducerIdsRecord", 18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord",
+        22: "RemoveUserScramCredentialRecord"}
     for cls in RECORD_TYPE_BY_KEY.values():
         assert cls.FLEXIBLE_MIN == cls.MIN_VERSION == 0   # every version flexible ("0+")
     assert (PartitionRecord.MAX_VERSION, PartitionChangeRecord.MAX_VERSION,
@@ -129,6 +131,19 @@ def test_scram_credential_records_bytes_by_hand():
     assert decode_metadata_record(expected) == removal
 
 
+def test_access_control_entry_records_bytes_by_hand():
+    rec = AccessControlEntryRecord(id=TOPIC_ID, resource_type=2, resource_name="orders", pattern_type=4,
+                                   principal_name="User:alice", host="*", operation=3, permission_type=3)
+    expected = (b"\x01\x12\x00" + TOPIC_ID.bytes + b"\x02" + b"\x07orders" + b"\x04" + b"\x0bUser:alice"
+                + b"\x02*" + b"\x03" + b"\x03" + b"\x00")
+    assert encode_metadata_record(rec) == expected
+    assert decode_metadata_record(expected) == rec
+    removal = RemoveAccessControlEntryRecord(id=TOPIC_ID)
+    expected = b"\x01\x13\x00" + TOPIC_ID.bytes + b"\x00"
+    assert encode_metadata_record(removal) == expected
+    assert decode_metadata_record(expected) == removal
+
+
 def test_multi_byte_varint_header_is_read():
     """A record type written in a needlessly long (but valid) varint still decodes."""
     body = TopicRecord(name="t", topic_id=TOPIC_ID).to_bytes(0)
@@ -181,6 +196,10 @@ REALISTIC = [
     (UserScramCredentialRecord(name="svc-orders", mechanism=1, salt=bytes(range(16)), stored_key=bytes(32),
                                server_key=b"\xff" * 32, iterations=8192), 0),
     (RemoveUserScramCredentialRecord(name="svc-orders", mechanism=1), 0),
+    (AccessControlEntryRecord(id=TOPIC_ID, resource_type=3, resource_name="billing-", pattern_type=4,
+                              principal_name="User:CN=svc,OU=eng", host="10.0.0.7", operation=2,
+                              permission_type=2), 0),
+    (RemoveAccessControlEntryRecord(id=TOPIC_ID), 0),
 ]
 
 

@@ -42,13 +42,14 @@ class KraftdProcess:
         return self
 
     def _pump(self, proc: subprocess.Popen, ready: threading.Event) -> None:
-        for line in proc.stdout:
-            self.log_lines.append(line.rstrip())
-            if (m := _METRICS.search(line)) is not None:
-                self.metrics_port = int(m.group(2))
-            if (m := _LISTENING.search(line)) is not None:
-                self.port = int(m.group(2))
-                ready.set()
+        with proc.stdout:  # (closed at the process's end: a suite starts hundreds of them)
+            for line in proc.stdout:
+                self.log_lines.append(line.rstrip())
+                if (m := _METRICS.search(line)) is not None:
+                    self.metrics_port = int(m.group(2))
+                if (m := _LISTENING.search(line)) is not None:
+                    self.port = int(m.group(2))
+                    ready.set()
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: the clean shutdown path."""
