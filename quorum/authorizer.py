@@ -41,6 +41,9 @@ class AllowEveryone:
     def authorized_operations(self, peer: Peer, resource_type: int, name: str) -> int:
         return operations_bitfield(SUPPORTED_OPERATIONS[resource_type])
 
+    def allows_any(self, peer: Peer, operation: int, resource_type: int) -> bool:
+        return True
+
 
 class AclAuthorizer:
     """`authorizer = "acl"`: the ACLs of the image `image_of()` returns (this node's committed
@@ -64,6 +67,20 @@ class AclAuthorizer:
         if not covering:
             return self.allow_if_no_acl
         return self._decide(covering, peer, operation)
+
+    def allows_any(self, peer: Peer, operation: int, resource_type: int) -> bool:
+        """Whether the caller may do `operation` on some resource of the type (Kafka's
+        authorizeByResourceType, which an idempotent producer needs for WRITE on topics): an
+        ALLOW of it for the caller whose own resource the caller may indeed use."""
+        if peer.is_node or peer.principal in self.super_users:
+            return True
+        self._refresh()
+        for acl in self._image.acls.values():
+            if (acl.resource_type == resource_type and acl.permission == Permission.ALLOW
+                    and (acl.operation == operation or acl.operation == Operation.ALL)
+                    and self.allows(peer, operation, resource_type, acl.resource_name)):
+                return True
+        return False
 
     def authorized_operations(self, peer: Peer, resource_type: int, name: str) -> int:
         """Kafka's authorized-operations field: the supported operations this caller may do."""

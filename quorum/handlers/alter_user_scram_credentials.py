@@ -4,13 +4,15 @@ deletion into a RemoveUserScramCredentialRecord, and answers once they commit; a
 forwards the request to it. One result per user, in the order the request names them. Kafka's
 checks, per user (a user with any error changes nothing): a non-empty name, a known mechanism,
 4,096 to 16,384 iterations, no (user, mechanism) twice, deletions of credentials that exist.
-Without a metadata log (a node started without voters) there is nowhere to keep credentials."""
+Without a metadata log (a node started without voters) there is nowhere to keep credentials.
+Needs ALTER on the cluster (checked where the request arrives)."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import (AlterUserScramCredentialsResponse, RemoveUserScramCredentialRecord,
                                   UserScramCredentialRecord)
 
+from ..metadata.acls import Operation, ResourceType
 from ..metadata.scram import MAX_ITERATIONS, MECHANISM_NAMES, MIN_ITERATIONS, credential
 from ..outcomes import Respond
 
@@ -21,6 +23,8 @@ NO_METADATA_LOG = "SCRAM credentials live in the metadata log: start kraftd with
 def handle(ctx, header, request, now_ms, peer):
     if ctx.plane is None:
         return Respond(fail_all(request, ErrorCode.INVALID_REQUEST, NO_METADATA_LOG))
+    if not ctx.authorizer.allows(peer, Operation.ALTER, ResourceType.CLUSTER):
+        return Respond(fail_all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     controller = ctx.plane.active_controller()
     timeout_ms = ctx.config.request_timeout_cap_ms
     if controller is None:

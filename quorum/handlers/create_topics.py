@@ -1,6 +1,8 @@
 """CreateTopics: on a single node, validated against it (replication factor 1); in a cluster the
 controller creates (quorum/metadata/topic_creation.py) and any other node forwards the request to
-it (a node never forwards a forwarded request: NOT_CONTROLLER)."""
+it (a node never forwards a forwarded request: NOT_CONTROLLER). A topic the caller may not
+create (CREATE on the cluster or the topic) is TOPIC_AUTHORIZATION_FAILED, decided where the
+request arrives; the rest go on."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
@@ -10,12 +12,20 @@ from ..limits import PARTITIONS, capped_timeout, partitions_over
 from ..metadata.topic_creation import create_topics, created_result, error_result, fail_all
 from ..log_opening import opened_key
 from ..outcomes import Park, Respond
+from .metadata_topics import may_create
 from ..topics import MAX_PARTITIONS, TopicCreating, TopicError
 
 
 def handle(ctx, header, request, now_ms, peer):
     if ctx.plane is not None:
-        return _clustered(ctx, header, request, now_ms, from_node=peer.is_node)
+        refused = [error_result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                   for t in request.topics if not may_create(ctx, peer, t.name)]
+        if refused:
+            names = {r.name for r in refused}
+            request.topics = [t for t in request.topics if t.name not in names]
+            if not request.topics:
+                return Respond(CreateTopicsResponse(throttle_time_ms=0, topics=refused))
+        return _clustered(ctx, header, request, now_ms, from_node=peer.is_node, refused=refused)
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     budget = [ctx.partition_count()]  # partitions held, plus those this request adds
@@ -112,11 +122,12 @@ def _replication_problem(ctx, topic):
     return None
 
 
-def _clustered(ctx, header, request, now_ms, *, from_node: bool):
+def _clustered(ctx, header, request, now_ms, *, from_node: bool, refused: list):
     controller = ctx.plane.active_controller()
     timeout_ms = capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals)
     if controller is None:
         if from_node:  # forwarded to us as the controller: never forward it on
             return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
-        return ctx.plane.forward(header, request, now_ms, timeout_ms, fail_all)
-    return create_topics(ctx, controller, request, timeout_ms, now_ms)
+        return ctx.plane.forward(header, request, now_ms, timeout_ms, fail_all,
+                                 amend=lambda response: response.topics.extend(refused))
+    return create_topics(ctx, controller, request, timeout_ms, now_ms, refused)

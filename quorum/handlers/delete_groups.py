@@ -1,5 +1,6 @@
 """DeleteGroups (v0-2): an empty group and its offsets go (tombstones); answered once the
-tombstones are committed. A group with members is NON_EMPTY_GROUP."""
+tombstones are committed. A group with members is NON_EMPTY_GROUP; one the caller may not
+DELETE is GROUP_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
@@ -8,7 +9,7 @@ from ...protocol.messages import DeleteGroupsResponse as R
 from ..groups.state import GroupState as S
 from ..groups.writes import append_records
 from ..outcomes import Park, Respond
-from .group_common import OUTCOME_ERRORS, coordinator_of
+from .group_common import OUTCOME_ERRORS, Operation, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):
@@ -17,7 +18,7 @@ def handle(ctx, header, request, now_ms, peer):
     waits = []  # (partition, end offset, group ids)
     by_partition: dict = {}
     for group_id in request.groups_names:
-        error = coordinator.check(group_id, now_ms)
+        error = checked_group(ctx, coordinator, peer, Operation.DELETE, group_id, now_ms)
         if error:
             results[group_id] = error
             continue

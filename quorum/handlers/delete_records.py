@@ -1,10 +1,12 @@
 """DeleteRecords: advance the log start offset (never past the high watermark), on the leader
-only; followers follow the leader's log start from its Fetch answers."""
+only; followers follow the leader's log start from its Fetch answers. A partition of a topic
+the caller may not DELETE is TOPIC_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DeleteRecordsResponse
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .context import find_partition
 
@@ -14,9 +16,15 @@ HIGH_WATERMARK = -1
 
 
 def handle(ctx, header, request, now_ms, peer):
-    return Respond(DeleteRecordsResponse(throttle_time_ms=0, topics=[
-        TopicOut(name=t.name, partitions=[_delete(ctx, t.name, p) for p in t.partitions])
-        for t in request.topics]))
+    topics = []
+    for t in request.topics:
+        if ctx.authorizer.allows(peer, Operation.DELETE, ResourceType.TOPIC, t.name):
+            partitions = [_delete(ctx, t.name, p) for p in t.partitions]
+        else:
+            partitions = [PartitionOut(partition_index=p.partition_index, low_watermark=-1,
+                                       error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+        topics.append(TopicOut(name=t.name, partitions=partitions))
+    return Respond(DeleteRecordsResponse(throttle_time_ms=0, topics=topics))
 
 
 def _delete(ctx, topic: str, wanted):

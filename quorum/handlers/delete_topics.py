@@ -1,12 +1,15 @@
 """DeleteTopics v0–6: by name (v0–5) or by name or id (v6). In a cluster the controller writes a
 RemoveTopicRecord per topic and answers once it commits; each replica then deletes its files as
-it replays the record. On a single node the topic and its files go at once."""
+it replays the record. On a single node the topic and its files go at once. A topic the caller
+may not DELETE is TOPIC_AUTHORIZATION_FAILED (by id: when this node's image knows the id),
+decided where the request arrives."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DeleteTopicsResponse, RemoveTopicRecord
 
 from ..limits import capped_timeout
+from ..metadata.acls import Operation, ResourceType
 from ..metadata.names import METADATA_TOPIC
 from ..outcomes import Respond
 
@@ -21,13 +24,22 @@ def handle(ctx, header, request, now_ms, peer):
     if ctx.plane is None:
         return Respond(DeleteTopicsResponse(throttle_time_ms=0, responses=[
             _delete_local(ctx, name, topic_id) for name, topic_id in wanted]))
+    refused = _refused(ctx, peer, wanted)
+    if refused:
+        wanted = [w for w in wanted if w not in refused]
+        if version >= 6:
+            request.topics = [t for t in request.topics if (t.name, t.topic_id) not in refused]
+        else:
+            request.topic_names = [name for name, _ in wanted]
+        if not wanted:
+            return Respond(DeleteTopicsResponse(throttle_time_ms=0, responses=list(refused.values())))
     controller = ctx.plane.active_controller()
     timeout_ms = capped_timeout(request.timeout_ms, ctx.config.request_timeout_cap_ms, ctx.refusals)
     if controller is None:
         if peer.is_node:  # forwarded to us as the controller: never forward it on
             return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER, version))
-        return ctx.plane.forward(header, request, now_ms, timeout_ms,
-                                 lambda r, e: fail_all(r, e, version))
+        return ctx.plane.forward(header, request, now_ms, timeout_ms, lambda r, e: fail_all(r, e, version),
+                                 amend=lambda response: response.responses.extend(refused.values()))
     records: list = []
     results = []
     for name, topic_id in wanted:
@@ -37,8 +49,23 @@ def handle(ctx, header, request, now_ms, peer):
             continue
         records.append(RemoveTopicRecord(topic_id=topic.topic_id))
         results.append(_result(topic.name, topic.topic_id, ErrorCode.NONE))
-    response = DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    response = DeleteTopicsResponse(throttle_time_ms=0, responses=results + list(refused.values()))
     return controller.commit_results(records, response, results, timeout_ms, now_ms)
+
+
+def _refused(ctx, peer, wanted) -> dict:
+    """{(name, id) as asked: its TOPIC_AUTHORIZATION_FAILED result} for what the caller may not delete."""
+    out = {}
+    for asked in wanted:
+        name, topic_id = asked
+        if name is None:
+            topic = ctx.plane.image.topics.get(topic_id)
+            if topic is None:
+                continue  # (the controller answers UNKNOWN_TOPIC_ID)
+            name = topic.name
+        if not ctx.authorizer.allows(peer, Operation.DELETE, ResourceType.TOPIC, name):
+            out[asked] = _result(name, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return out
 
 
 def _find(image, name, topic_id):

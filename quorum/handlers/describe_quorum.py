@@ -1,15 +1,18 @@
 """DescribeQuorum (api 55, v0–2): leader, epoch, HW and each replica's progress, as the leader
-sees it (kafka-metadata-quorum describe --status/--replication)."""
+sees it (kafka-metadata-quorum describe --status/--replication). Needs DESCRIBE on the cluster."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeQuorumResponse as Response
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .quorum_common import groups_of
 
 
 def handle(ctx, header, request, now_ms, peer):
+    if not ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.CLUSTER):
+        return Respond(Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[], nodes=[]))
     topics: dict = {}
     for name, p, group in groups_of(ctx, request.topics):
         topics.setdefault(name, []).append(_describe(ctx, p.partition_index, group, now_ms))

@@ -1,6 +1,7 @@
 """DescribeUserScramCredentials v0 (KIP-554): from this node's committed image, each user's
 mechanisms and iteration counts (never a key). No users named (null or empty): every user. A
-user named twice is DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND, as on Kafka."""
+user named twice is DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND, as on Kafka.
+Needs DESCRIBE on the cluster."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,6 +9,7 @@ from collections import Counter
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeUserScramCredentialsResponse
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .alter_user_scram_credentials import NO_METADATA_LOG
 
@@ -19,6 +21,9 @@ def handle(ctx, header, request, now_ms, peer):
     if ctx.plane is None:
         return Respond(DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                                                             error_message=NO_METADATA_LOG, results=[]))
+    if not ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.CLUSTER):
+        return Respond(DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=[]))
     scram = ctx.plane.image.scram
     wanted = [u.name for u in request.users or []] or sorted(scram)
     results = []

@@ -1,4 +1,6 @@
-"""Fetch (v4–17): sessions (KIP-227), reads, and long polls until min_bytes or max_wait."""
+"""Fetch (v4–17): sessions (KIP-227), reads, and long polls until min_bytes or max_wait. A
+partition of a topic the caller may not READ is TOPIC_AUTHORIZATION_FAILED (in a session too:
+an ACL removed while it lasts takes effect at the next fetch)."""
 from __future__ import annotations
 
 import uuid
@@ -9,6 +11,7 @@ from ...protocol.messages import FetchResponse
 from ..fetch_sessions.contexts import (ErrorContext, Fetcher, SessionlessContext, forgotten_keys, new_context,
                                       session_key)
 from ..fetch_sessions.session import AskedFetch
+from ..metadata.acls import Operation, ResourceType
 from ..node_claims import fetch_replica_id
 from ..outcomes import Park, Respond
 from .fetch_read import FetchLimits, PartitionFetch, read_partitions
@@ -45,27 +48,42 @@ def handle(ctx, header, request, now_ms, peer):
 
 
 def _context(ctx, header, request, version: int, peer, privileged: bool, now_ms: int):
-    partitions = _Resolver(ctx.topics, version)
+    partitions = _Resolver(ctx.topics, version, _readable(ctx, peer))
     if version < FIRST_SESSION_VERSION:
         return SessionlessContext(partitions.requested(request))
     fetcher = Fetcher((peer.principal, header.client_id, peer.host), privileged)
     return new_context(ctx.fetch_sessions, request, version, fetcher, now_ms, partitions)
 
 
+def _readable(ctx, peer):
+    """Whether the caller may READ a topic (None: every topic), remembered per request."""
+    authorizer = ctx.authorizer
+    if not authorizer.enabled or peer.is_node:
+        return None
+    seen: dict = {}
+
+    def readable(name: str) -> bool:
+        allowed = seen.get(name)
+        if allowed is None:
+            allowed = seen[name] = authorizer.allows(peer, Operation.READ, ResourceType.TOPIC, name)
+        return allowed
+    return readable
+
+
 class _Resolver:
     """Request partitions and session slots as PartitionFetches, against our topics."""
 
-    __slots__ = ("topics", "version")
+    __slots__ = ("topics", "version", "readable")
 
-    def __init__(self, topics, version: int) -> None:
-        self.topics, self.version = topics, version
+    def __init__(self, topics, version: int, readable=None) -> None:
+        self.topics, self.version, self.readable = topics, version, readable
 
     def requested(self, request) -> list[PartitionFetch]:
-        return resolve(self.topics, request, self.version)
+        return resolve(self.topics, request, self.version, self.readable)
 
     def cached(self, session, slot: int) -> PartitionFetch:
         asked = session.fetch_state(slot)
-        fetch = _partition_fetch(self.topics, self.version, asked)
+        fetch = _partition_fetch(self.topics, self.version, asked, self.readable)
         if asked.partition is None and fetch.partition is not None:
             session.attach(slot, fetch.session_key, fetch.partition)  # its topic was created since
         fetch.slot = slot
@@ -75,23 +93,26 @@ class _Resolver:
         return forgotten_keys(request, self.version, self.topics)
 
 
-def resolve(topics, request, version: int) -> list[PartitionFetch]:
+def resolve(topics, request, version: int, readable=None) -> list[PartitionFetch]:
     fetches = []
     for wanted in request.topics:
         topic_key = wanted.topic_id if version >= 13 else wanted.topic
         for p in wanted.partitions:
             fetches.append(_partition_fetch(topics, version, AskedFetch(
                 topic_key, p.partition, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch,
-                p.partition_max_bytes, p.log_start_offset)))
+                p.partition_max_bytes, p.log_start_offset), readable))
     return fetches
 
 
-def _partition_fetch(topics, version: int, asked: AskedFetch) -> PartitionFetch:
+def _partition_fetch(topics, version: int, asked: AskedFetch, readable=None) -> PartitionFetch:
     topic_key, index, partition = asked.topic_key, asked.partition_index, asked.partition
     topic = topics.get_by_id(topic_key) if version >= 13 else topics.get(topic_key)
     if partition is None and topic is not None and 0 <= index < len(topic.partitions):
         partition = topic.partitions[index]
-    if partition is not None:
+    name = topic.name if topic is not None else (topic_key if version < 13 else None)
+    if readable is not None and name is not None and not readable(name):
+        partition, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif partition is not None:
         error = ErrorCode.NONE
     elif topic is not None and 0 <= index < len(topic.partitions):
         error = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the cluster's partition, held by other brokers

@@ -1,10 +1,12 @@
-"""FetchSnapshot (api 59, v0–1): serve chunks of snapshot files, zero-copy, fairly split."""
+"""FetchSnapshot (api 59, v0–1): serve chunks of snapshot files, zero-copy, fairly split. A
+partition of a topic the caller may not READ is TOPIC_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import FetchSnapshotResponse
 from ...storage.snapshots import SnapshotId
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .context import find_partition
 
@@ -20,8 +22,9 @@ def handle(ctx, header, request, now_ms, peer):
     topics_out = []
     for topic in request.topics:
         partitions_out = []
+        readable = ctx.authorizer.allows(peer, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            out, chunk_source = _lookup(ctx, topic.name, p, request.replica_id, now_ms)
+            out, chunk_source = _lookup(ctx, topic.name, p, request.replica_id, now_ms, readable)
             partitions_out.append(out)
             if chunk_source is not None:
                 wanted.append(chunk_source)
@@ -34,11 +37,14 @@ def handle(ctx, header, request, now_ms, peer):
     return Respond(FetchSnapshotResponse(throttle_time_ms=0, error_code=0, topics=topics_out))
 
 
-def _lookup(ctx, topic: str, p, replica_id: int, now_ms: int):
+def _lookup(ctx, topic: str, p, replica_id: int, now_ms: int, readable: bool = True):
     """(the partition's answer without bytes, (store, id, position, size) to read or None)."""
     sid = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
     out = PartitionOut(index=p.partition, error_code=0, snapshot_id=FetchSnapshotResponse.SnapshotId(
         end_offset=sid.end_offset, epoch=sid.epoch), size=-1, position=p.position, unaligned_records=b"")
+    if not readable:
+        out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return out, None
     partition, error = find_partition(ctx, topic, p.partition, p.current_leader_epoch)
     if error:
         out.error_code = error

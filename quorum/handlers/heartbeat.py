@@ -7,16 +7,16 @@ from ...protocol.messages import HeartbeatResponse
 from ..groups.rebalance import touch
 from ..groups.state import GroupState as S
 from ..outcomes import Respond
-from .group_common import coordinator_of
+from .group_common import Operation, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):
-    return Respond(HeartbeatResponse(throttle_time_ms=0, error_code=_check(ctx, request, now_ms)))
+    return Respond(HeartbeatResponse(throttle_time_ms=0, error_code=_check(ctx, request, now_ms, peer)))
 
 
-def _check(ctx, request, now_ms) -> ErrorCode:
+def _check(ctx, request, now_ms, peer) -> ErrorCode:
     coordinator = coordinator_of(ctx)
-    error = coordinator.check(request.group_id, now_ms)
+    error = checked_group(ctx, coordinator, peer, Operation.READ, request.group_id, now_ms)
     if error:
         return error
     group = coordinator.group(request.group_id)

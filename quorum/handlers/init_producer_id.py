@@ -1,9 +1,12 @@
-"""InitProducerId: ids for idempotent producers (transactions are not supported)."""
+"""InitProducerId: ids for idempotent producers (transactions are not supported). Kafka's rule:
+the caller needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic, else
+CLUSTER_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import InitProducerIdResponse
 
+from ..metadata.acls import Operation, ResourceType
 from ..metadata.plane import PID_KEY
 from ..outcomes import Park, Respond
 
@@ -15,6 +18,11 @@ def handle(ctx, header, request, now_ms, peer):
         # Without a transaction coordinator the honest answer is a fatal authorization error.
         return Respond(InitProducerIdResponse(
             error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1))
+    authorizer = ctx.authorizer
+    if not (authorizer.allows(peer, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+            or authorizer.allows_any(peer, Operation.WRITE, ResourceType.TOPIC)):
+        return Respond(InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
+                                              producer_epoch=-1))
     if request.producer_id >= 0 and request.producer_epoch >= 0:
         # KIP-360: an idempotent producer bumps its own epoch to reset its sequences. Only the
         # epoch it holds may be bumped: an older one is a fenced (zombie) producer; an id this

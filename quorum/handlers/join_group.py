@@ -14,14 +14,14 @@ from ..groups.rebalance import (DelayedJoin, add_member_and_rebalance, add_pendi
                                 maybe_complete_join, prepare_rebalance, start_session, touch)
 from ..groups.state import GroupState as S
 from ..outcomes import Park, Respond
-from .group_common import coordinator_of
+from .group_common import Operation, checked_group, coordinator_of
 
 JOIN_GRACE_MS = 5000  # a parked join is answered by its group's deadline; this is a backstop
 
 
 def handle(ctx, header, request, now_ms, peer):
     coordinator = coordinator_of(ctx)
-    error = coordinator.check(request.group_id, now_ms)
+    error = checked_group(ctx, coordinator, peer, Operation.READ, request.group_id, now_ms)
     if error:
         return Respond(join_error(error, request.member_id))
     settings = coordinator.settings

@@ -7,7 +7,7 @@ from ...protocol.messages import LeaveGroupResponse
 
 from ..groups.rebalance import maybe_complete_join, remove_member
 from ..outcomes import Respond
-from .group_common import coordinator_of
+from .group_common import Operation, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):
@@ -15,7 +15,7 @@ def handle(ctx, header, request, now_ms, peer):
     version = header.request_api_version
     leaving = ([(request.member_id, None)] if version < 3
                else [(m.member_id, m.group_instance_id) for m in request.members])
-    error = coordinator.check(request.group_id, now_ms)
+    error = checked_group(ctx, coordinator, peer, Operation.READ, request.group_id, now_ms)
     if error:
         return Respond(_response(version, error, leaving, [error] * len(leaving)))
     group = coordinator.group(request.group_id)

@@ -1,12 +1,14 @@
 """ListOffsets (v1–9): latest/earliest/max-timestamp/by-time, with leader epochs (v4+).
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), except a debugging consumer's request
-(replica id -2), which any replica answers from its own log, up to its log end, as on Kafka."""
+(replica id -2), which any replica answers from its own log, up to its log end, as on Kafka.
+A partition of a topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import ListOffsetsResponse
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .context import find_partition
 
@@ -21,10 +23,14 @@ def handle(ctx, header, request, now_ms, peer):
     topics = []
     for topic in request.topics:
         partitions = []
+        described = ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for wanted in topic.partitions:
             key = (topic.name, wanted.partition_index)
             if key in seen:
                 partitions.append(_error(wanted, ErrorCode.INVALID_REQUEST))
+                continue
+            if not described:
+                partitions.append(_error(wanted, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             seen.add(key)
             partitions.append(_list_one(ctx, topic.name, wanted, request.replica_id))

@@ -1,4 +1,5 @@
-"""Metadata: this node leads every partition; topic ids (v10+) and leader epochs (v7+)."""
+"""Metadata: this node leads every partition; topic ids (v10+) and leader epochs (v7+); the
+authorized-operations fields (v8+) when asked (everything: a lone node has no authorizer)."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
@@ -7,18 +8,21 @@ from ...protocol.messages import MetadataResponse
 from ..outcomes import Respond
 from ..topics import TopicError, topic_name_problem
 from .metadata_cluster import handle_clustered
-from .metadata_topics import AUTHORIZED_OPERATIONS_OMITTED, PartitionOut, TopicOut, topic_error
+from .metadata_topics import PartitionOut, TopicOut, cluster_operations, topic_error, topic_operations
 
 
 def handle(ctx, header, request, now_ms, peer):
     version = header.request_api_version
     if ctx.plane is not None:
-        return handle_clustered(ctx, request, version, now_ms)
+        return handle_clustered(ctx, request, version, now_ms, peer)
     if request.topics is None or (version == 0 and not request.topics):
         topics = [_describe(ctx, t) for t in ctx.topics]
     else:
         allow_create = ctx.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
         topics = [_lookup(ctx, wanted, allow_create, version, now_ms) for wanted in request.topics]
+    for out in topics:
+        if out.error_code == 0:
+            out.topic_authorized_operations = topic_operations(ctx, request, version, peer, out.name)
     return Respond(MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
@@ -26,7 +30,7 @@ def handle(ctx, header, request, now_ms, peer):
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_operations(ctx, request, version, peer),
     ))
 
 
@@ -64,5 +68,4 @@ def _describe(ctx, topic):
             error_code=0, partition_index=p.index, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
             replica_nodes=[ctx.node_id], isr_nodes=[ctx.node_id], offline_replicas=[])
             for p in topic.partitions],
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

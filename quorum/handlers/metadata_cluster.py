@@ -3,7 +3,11 @@ controller (metadata leader), and per partition its leader, epoch, replicas, ISR
 replicas. Leaders are what partitions' Raft leaders reported to the controller; where this node
 hosts the partition and knows a newer epoch, its own view wins. No live leader:
 LEADER_NOT_AVAILABLE. An unknown topic is auto-created through the controller (allowed by the
-request and `auto_create_topics`) and reported LEADER_NOT_AVAILABLE meanwhile."""
+request and `auto_create_topics`) and reported LEADER_NOT_AVAILABLE meanwhile.
+
+Authorization (Kafka's): a listing of every topic leaves out those the caller may not
+DESCRIBE; a topic named in the request that it may not DESCRIBE, or may not create (CREATE on
+the cluster or the topic) when it would be auto-created, is TOPIC_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
@@ -12,19 +16,23 @@ from ...protocol.messages import MetadataResponse
 from ..outcomes import Respond
 from ..topics import topic_name_problem
 from ..metadata.leaders import partition_leader
-from .metadata_topics import AUTHORIZED_OPERATIONS_OMITTED, PartitionOut, TopicOut, topic_error
+from .metadata_topics import (PartitionOut, TopicOut, cluster_operations, may_create, may_describe, topic_error,
+                              topic_operations)
 
 BrokerOut = MetadataResponse.MetadataResponseBroker
 
 
-def handle_clustered(ctx, request, version: int, now_ms: int):
+def handle_clustered(ctx, request, version: int, now_ms: int, peer):
     plane = ctx.plane
     image = plane.image
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_describe(ctx, image, t) for t in image.topics.values()]
+        topics = [_describe(ctx, image, t) for t in image.topics.values() if may_describe(ctx, peer, t.name)]
     else:
         allow_create = ctx.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
-        topics = [_lookup(ctx, image, wanted, allow_create, version, now_ms) for wanted in request.topics]
+        topics = [_lookup(ctx, image, wanted, allow_create, version, now_ms, peer) for wanted in request.topics]
+    for out in topics:
+        if out.error_code == 0:
+            out.topic_authorized_operations = topic_operations(ctx, request, version, peer, out.name)
     brokers = [BrokerOut(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.live_brokers()]
     if not any(b.node_id == ctx.node_id for b in brokers):
         # Not registered yet (or fenced): still name ourselves, clients are talking to us.
@@ -38,16 +46,19 @@ def handle_clustered(ctx, request, version: int, now_ms: int):
         controller = ctx.node_id
     return Respond(MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id, controller_id=controller,
-        topics=topics, cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        topics=topics, cluster_authorized_operations=cluster_operations(ctx, request, version, peer)))
 
 
-def _lookup(ctx, image, wanted, allow_create: bool, version: int, now_ms: int):
+def _lookup(ctx, image, wanted, allow_create: bool, version: int, now_ms: int, peer):
     if wanted.name is None and version < 12:
         return topic_error("", ErrorCode.INVALID_REQUEST, topic_id=wanted.topic_id)
     if wanted.name is None:
         topic = image.topics.get(wanted.topic_id)
-        return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id) if topic is None \
-            else _describe(ctx, image, topic)
+        if topic is None or not may_describe(ctx, peer, topic.name):
+            return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id=wanted.topic_id)
+        return _describe(ctx, image, topic)
+    if not may_describe(ctx, peer, wanted.name):
+        return topic_error(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     topic = image.topic(wanted.name)
     if topic is not None:
         return _describe(ctx, image, topic)
@@ -55,6 +66,8 @@ def _lookup(ctx, image, wanted, allow_create: bool, version: int, now_ms: int):
         return topic_error(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not allow_create:
         return topic_error(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not may_create(ctx, peer, wanted.name):
+        return topic_error(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     refused = ctx.admit_auto_create(wanted.name, now_ms)
     if refused:
         return topic_error(wanted.name, refused)
@@ -73,4 +86,4 @@ def _describe(ctx, image, topic):
             isr_nodes=[r for r in info.isr if image.is_live(r)],
             offline_replicas=[r for r in info.replicas if not image.is_live(r)]))
     return TopicOut(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=False,
-                    partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                    partitions=partitions)

@@ -2,7 +2,9 @@
 time as records in the group's `__consumer_offsets` partition; answered once committed.
 
 Members commit within their generation; a commit with generation -1 and no member id (a
-consumer using assign(), or an admin tool) is accepted while the group has no members."""
+consumer using assign(), or an admin tool) is accepted while the group has no members.
+Authorization (Kafka's): READ on the group, else GROUP_AUTHORIZATION_FAILED for everything;
+READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
@@ -13,7 +15,7 @@ from ..groups.retention import topic_exists
 from ..groups.state import GroupState as S
 from ..groups.writes import append_records
 from ..outcomes import Respond
-from .group_common import OUTCOME_ERRORS, answer_after_write, coordinator_of
+from .group_common import OUTCOME_ERRORS, Operation, ResourceType, answer_after_write, checked_group, coordinator_of
 
 TopicOut = OffsetCommitResponse.OffsetCommitResponseTopic
 PartitionOut = OffsetCommitResponse.OffsetCommitResponsePartition
@@ -21,7 +23,7 @@ PartitionOut = OffsetCommitResponse.OffsetCommitResponsePartition
 
 def handle(ctx, header, request, now_ms, peer):
     coordinator = coordinator_of(ctx)
-    error = coordinator.check(request.group_id, now_ms)
+    error = checked_group(ctx, coordinator, peer, Operation.READ, request.group_id, now_ms)
     if error == ErrorCode.NONE:
         error = _member_error(coordinator, request, now_ms)
     if error:
@@ -30,10 +32,13 @@ def handle(ctx, header, request, now_ms, peer):
     codes: dict[tuple[str, int], ErrorCode] = {}
     entries: dict[tuple[str, int], OffsetEntry] = {}
     for topic in request.topics:
-        exists = topic_exists(ctx, topic.name)
+        readable = ctx.authorizer.allows(peer, Operation.READ, ResourceType.TOPIC, topic.name)
+        exists = readable and topic_exists(ctx, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if not exists:
+            if not readable:
+                codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not exists:
                 codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > settings.offset_metadata_max_bytes:
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE

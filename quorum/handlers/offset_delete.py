@@ -9,13 +9,13 @@ from ..groups.state import GroupState as S
 from ..groups.subscriptions import subscribed_topics
 from ..groups.writes import append_records
 from ..outcomes import Respond
-from .group_common import OUTCOME_ERRORS, answer_after_write, coordinator_of
+from .group_common import OUTCOME_ERRORS, Operation, ResourceType, answer_after_write, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):
     coordinator = coordinator_of(ctx)
     group_id = request.group_id
-    error = coordinator.check(group_id, now_ms)
+    error = checked_group(ctx, coordinator, peer, Operation.DELETE, group_id, now_ms)
     group = coordinator.group(group_id) if not error else None
     if not error and group is None and group_id not in coordinator.offsets:
         error = ErrorCode.GROUP_ID_NOT_FOUND
@@ -24,8 +24,11 @@ def handle(ctx, header, request, now_ms, peer):
     subscribed = subscribed_topics(group) if group is not None and not group.is_(S.EMPTY) else set()
     codes, keys = {}, []
     for t in request.topics:
+        readable = ctx.authorizer.allows(peer, Operation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
-            if t.name in subscribed:
+            if not readable:
+                codes[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif t.name in subscribed:
                 codes[(t.name, p.partition_index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 keys.append((t.name, p.partition_index))

@@ -1,9 +1,11 @@
-"""OffsetForLeaderEpoch (v2–4): the end offset of a leader epoch, from the epoch cache."""
+"""OffsetForLeaderEpoch (v2–4): the end offset of a leader epoch, from the epoch cache. A
+partition of a topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import OffsetForLeaderEpochResponse
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .context import find_partition
 
@@ -12,9 +14,14 @@ PartitionOut = OffsetForLeaderEpochResponse.EpochEndOffset
 
 
 def handle(ctx, header, request, now_ms, peer):
-    return Respond(OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
-        TopicOut(topic=t.topic, partitions=[_end_offset(ctx, t.topic, p) for p in t.partitions])
-        for t in request.topics]))
+    topics = []
+    for t in request.topics:
+        if ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.TOPIC, t.topic):
+            partitions = [_end_offset(ctx, t.topic, p) for p in t.partitions]
+        else:
+            partitions = [_error(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+        topics.append(TopicOut(topic=t.topic, partitions=partitions))
+    return Respond(OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics))
 
 
 def _end_offset(ctx, topic: str, wanted):

@@ -1,4 +1,6 @@
-"""Produce: validate batches, check idempotent sequences, append, answer per the acks level."""
+"""Produce: validate batches, check idempotent sequences, append, answer per the acks level.
+A topic the caller may not WRITE is TOPIC_AUTHORIZATION_FAILED (auto-creating one needs CREATE
+too, on the cluster or the topic)."""
 from __future__ import annotations
 
 from ...protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
@@ -7,9 +9,11 @@ from ...protocol.records import check_records, validate_batches
 from ...storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..limits import capped_timeout
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import NoResponse, Park, Respond
 from ..topics import TopicError
 from .context import leadership_error, missing_partition_error
+from .metadata_topics import may_create
 
 TopicOut = ProduceResponse.TopicProduceResponse
 PartitionOut = ProduceResponse.PartitionProduceResponse
@@ -23,8 +27,12 @@ def handle(ctx, header, request, now_ms, peer):
     topics_out, waiting = [], []
     for topic_data in request.topic_data:
         partitions_out = []
+        writable = ctx.authorizer.allows(peer, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
-            out, partition, end_offset = _append(ctx, topic_data.name, data, now_ms)
+            if not writable:
+                partitions_out.append(_error(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
+            out, partition, end_offset = _append(ctx, topic_data.name, data, now_ms, peer)
             partitions_out.append(out)
             if partition is not None:
                 waiting.append((partition, end_offset, out))
@@ -71,10 +79,12 @@ def _waits_for_fsync(policy: str, acks: int) -> bool:
     return policy == "always" or (policy == "acks_all" and acks == -1)
 
 
-def _append(ctx, topic: str, data, now_ms: int):
+def _append(ctx, topic: str, data, now_ms: int, peer):
     """Returns (partition response, partition if appended, offset to wait for)."""
     partition = ctx.topics.partition(topic, data.index)
     if partition is None and ctx.topics.get(topic) is None and ctx.config.auto_create_topics:
+        if not may_create(ctx, peer, topic):
+            return _error(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED), None, 0
         refused = ctx.admit_auto_create(topic, now_ms)
         if refused:
             return _error(data.index, refused, f"Topic '{topic}' was not auto-created (auto_create_topics_rate, "

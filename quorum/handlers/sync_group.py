@@ -10,12 +10,12 @@ from ..groups.rebalance import DelayedSync, sync_answer, sync_error
 from ..groups.rebalance import touch
 from ..groups.state import GroupState as S
 from ..outcomes import Park, Respond
-from .group_common import coordinator_of
+from .group_common import Operation, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):
     coordinator = coordinator_of(ctx)
-    error = coordinator.check(request.group_id, now_ms)
+    error = checked_group(ctx, coordinator, peer, Operation.READ, request.group_id, now_ms)
     if error:
         return Respond(sync_error(error))
     group = coordinator.group(request.group_id)

@@ -305,12 +305,14 @@ class MetadataPlane:
         return me.broker_epoch if me is not None else -1
 
     # -- forwarding clients' requests ---------------------------------------------------------------
-    def forward(self, header, request, now_ms: int, timeout_ms: int, fail_all) -> Park:
+    def forward(self, header, request, now_ms: int, timeout_ms: int, fail_all, amend=None) -> Park:
         """Park a client's request and send it to the controller (again after failures) until
-        answered or `timeout_ms` passes; `fail_all(request, error)` builds an error answer."""
+        answered or `timeout_ms` passes; `fail_all(request, error)` builds an error answer.
+        `amend(response)`, if given, completes the answer (results decided here, such as the
+        refusals of what the caller may not do)."""
         self._next_forward += 1
         op = DelayedForward(self, self._next_forward, header.request_api_key, header.request_api_version,
-                            request, fail_all, now_ms + max(timeout_ms, 1))
+                            request, fail_all, now_ms + max(timeout_ms, 1), amend)
         self._forwards[op.number] = op
         op.send(now_ms)
         return Park(self._purgatory.park(op))
@@ -329,13 +331,14 @@ class DelayedForward:
     cancel_on_disconnect = True  # the client is gone: stop sending it to the controller
 
     def __init__(self, plane: MetadataPlane, number: int, api_key: int, version: int, request, fail_all,
-                 deadline_ms: int) -> None:
+                 deadline_ms: int, amend=None) -> None:
         self.plane = plane
         self.number = number
         self.api_key = api_key
         self.version = version
         self.request = request
         self.fail_all = fail_all
+        self.amend = amend or _as_is
         self.deadline_ms = deadline_ms
         self.response = None
         self.in_flight = False
@@ -353,6 +356,7 @@ class DelayedForward:
         if response is None or _all_not_controller(response):
             self.next_try_ms = now_ms + CALL_RETRY_MS
             return
+        self.amend(response)
         self.response = response
         self.plane._notify([self.key])
 
@@ -370,7 +374,9 @@ class DelayedForward:
 
     def expire(self, now_ms: int):
         self.plane._forwards.pop(self.number, None)
-        return self.fail_all(self.request, ErrorCode.REQUEST_TIMED_OUT)
+        response = self.fail_all(self.request, ErrorCode.REQUEST_TIMED_OUT)
+        self.amend(response)
+        return response
 
     def cancelled(self) -> None:
         self.plane._forwards.pop(self.number, None)  # an answer still in flight finds nobody
@@ -392,3 +398,7 @@ def alter_partition_request(node_id: int, me, changes):
         broker_id=node_id, broker_epoch=me.broker_epoch if me is not None else -1,
         topics=[m.AlterPartitionRequest.TopicData(topic_id=topic_id, partitions=parts)
                 for topic_id, parts in by_topic.items()])
+
+
+def _as_is(response) -> None:
+    pass

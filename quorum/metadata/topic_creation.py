@@ -19,15 +19,16 @@ ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
 DEFAULT_CONFIG_SOURCE = 5  # Kafka's DEFAULT_CONFIG; 1 is a dynamic topic config
 
 
-def create_topics(ctx, controller, request, timeout_ms: int, now_ms: int):
+def create_topics(ctx, controller, request, timeout_ms: int, now_ms: int, refused=()):
     """The controller's answer to a CreateTopics (a client's, a forwarded one, or this node's
-    own auto-creation): a Respond, or a Park until the records commit."""
+    own auto-creation): a Respond, or a Park until the records commit. `refused`: results
+    decided already (topics the caller may not create), answered with the rest."""
     seen: set[str] = set()
     duplicates = {t.name for t in request.topics if t.name in seen or seen.add(t.name)}
     records: list = []
     budget = [sum(len(t.partitions) for t in controller.image.topics.values())]
     results = [_create(ctx, controller, t, request.validate_only, duplicates, records, budget) for t in request.topics]
-    response = CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    response = CreateTopicsResponse(throttle_time_ms=0, topics=results + list(refused))
     return controller.commit_results(records, response, results, timeout_ms, now_ms)
 
 
