@@ -317,6 +317,27 @@ def test_a_deny_beats_a_wildcard_allow_and_listings_leave_out_what_alice_may_not
         _revoke_all(node)
 
 
+def test_metadata_says_what_the_caller_may_do_with_the_cluster(node):
+    _revoke_all(node)
+    request = m.MetadataRequest(topics=[], allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+                                include_topic_authorized_operations=False)
+    cluster_operations = (O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE,
+                          O.ALTER, O.DESCRIBE)
+    with _admin(node) as admin:  # a super user
+        assert admin.request(api.METADATA, 10, request).cluster_authorized_operations == \
+            sum(1 << op for op in cluster_operations)
+    _grant(node, [(CLUSTER, "kafka-cluster", L, O.ALTER)])
+    alice = _login(node, ALICE)
+    try:
+        wait_until(lambda: alice.request(api.METADATA, 10, request).cluster_authorized_operations ==
+                   (1 << O.ALTER) | (1 << O.DESCRIBE), 15, "ALTER (and the DESCRIBE it implies) for alice")
+        unasked = m.MetadataRequest(topics=[], allow_auto_topic_creation=False)
+        assert alice.request(api.METADATA, 10, unasked).cluster_authorized_operations == -2147483648
+    finally:
+        alice.close()
+        _revoke_all(node)
+
+
 def test_acl_requests_are_validated_and_described_as_created(node):
     _revoke_all(node)
     Creation = m.CreateAclsRequest.AclCreation
