@@ -9,25 +9,17 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import AccessControlEntryRecord, CreateAclsResponse
 
-from ..metadata.acls import AclBinding, Operation, ResourceType, creation_problem
+from ..metadata.acls import AclBinding, creation_problem
 from ..metadata.controller import new_topic_id
-from ..outcomes import Respond
-from .acl_common import unavailable
+from .acl_common import at_controller
 
 Result = CreateAclsResponse.AclCreationResult
 
 
 def handle(ctx, header, request, now_ms, peer):
-    refused = unavailable(ctx)
-    if refused is None and not ctx.authorizer.allows(peer, Operation.ALTER, ResourceType.CLUSTER):
-        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
-    if refused is not None:
-        return Respond(fail_all(request, *refused))
-    controller = ctx.plane.active_controller()
+    controller, outcome = at_controller(ctx, header, request, now_ms, peer, fail_all)
     if controller is None:
-        if peer.is_node:  # forwarded to us as the controller: never forward it on
-            return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
-        return ctx.plane.forward(header, request, now_ms, ctx.config.request_timeout_cap_ms, fail_all)
+        return outcome
     existing = set(controller.image.acls.values())
     records, results = [], []
     for c in request.creations:

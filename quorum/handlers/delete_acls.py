@@ -7,25 +7,17 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DeleteAclsResponse, RemoveAccessControlEntryRecord
 
-from ..metadata.acls import AclFilter, Operation, ResourceType
-from ..outcomes import Respond
-from .acl_common import unavailable
+from ..metadata.acls import AclFilter
+from .acl_common import at_controller
 
 FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 Matching = DeleteAclsResponse.DeleteAclsMatchingAcl
 
 
 def handle(ctx, header, request, now_ms, peer):
-    refused = unavailable(ctx)
-    if refused is None and not ctx.authorizer.allows(peer, Operation.ALTER, ResourceType.CLUSTER):
-        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
-    if refused is not None:
-        return Respond(fail_all(request, *refused))
-    controller = ctx.plane.active_controller()
+    controller, outcome = at_controller(ctx, header, request, now_ms, peer, fail_all)
     if controller is None:
-        if peer.is_node:  # forwarded to us as the controller: never forward it on
-            return Respond(fail_all(request, ErrorCode.NOT_CONTROLLER))
-        return ctx.plane.forward(header, request, now_ms, ctx.config.request_timeout_cap_ms, fail_all)
+        return outcome
     acls = sorted(controller.image.acls.items(), key=lambda item: (item[1].resource_type, item[1].resource_name,
                                                                    item[1].pattern_type, item[1].principal,
                                                                    item[1].host, item[1].operation))

@@ -6,18 +6,16 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeAclsResponse
 
-from ..metadata.acls import AclFilter, Operation, ResourceType
+from ..metadata.acls import AclFilter, Operation
 from ..outcomes import Respond
-from .acl_common import unavailable
+from .acl_common import refusal
 
 Resource = DescribeAclsResponse.DescribeAclsResource
 Description = DescribeAclsResponse.AclDescription
 
 
 def handle(ctx, header, request, now_ms, peer):
-    refused = unavailable(ctx)
-    if refused is None and not ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.CLUSTER):
-        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+    refused = refusal(ctx, peer, Operation.DESCRIBE)
     flt = AclFilter.of(request)
     if refused is None and flt.problem() is not None:
         refused = ErrorCode.INVALID_REQUEST, flt.problem()

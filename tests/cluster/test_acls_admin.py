@@ -106,7 +106,10 @@ def test_users_and_acls_from_the_admin_api_hold_on_every_node_and_across_restart
             future.result(30)
         admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
             ALICE[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), ALICE[1].encode())])[ALICE[0]].result(30)
-        for future in admin.create_acls(_alice_acls()).values():
+        # Created through node 2 and deleted through node 3: at least one of them is not the
+        # controller, and forwards the request to it.
+        via_2 = AdminClient({"bootstrap.servers": cluster.node(2), **_security(ADMIN)})
+        for future in via_2.create_acls(_alice_acls()).values():
             future.result(30)
         want = {_key(b) for b in _alice_acls()}
         for i in cluster.ids:
@@ -127,7 +130,8 @@ def test_users_and_acls_from_the_admin_api_hold_on_every_node_and_across_restart
                    "alice (her credentials kept too) to write after the restart")
 
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), **_security(ADMIN)})
-        deleted = admin.delete_acls([_alices()])[_alices()].result(30)
+        via_3 = AdminClient({"bootstrap.servers": cluster.node(3), **_security(ADMIN)})
+        deleted = via_3.delete_acls([_alices()])[_alices()].result(30)
         assert {_key(b) for b in deleted} == want
         for i in cluster.ids:
             wait_until(lambda i=i: _described(cluster.node(i), _alices()) == set(), 30, f"node {i} to drop them")

@@ -363,3 +363,17 @@ def test_acl_requests_are_validated_and_described_as_created(node):
             principal_filter=None, host_filter=None, operation=O.ANY, permission_type=Permission.ANY))
         assert unknown.error_code == ErrorCode.INVALID_REQUEST
     assert _revoke_all(node) == 1
+
+
+def test_without_an_authorizer_the_acl_apis_say_security_is_disabled(kraftd):
+    client = WireClient(kraftd.bootstrap, timeout=10)
+    try:
+        assert _create_acls(client) == ErrorCode.SECURITY_DISABLED
+        assert _describe_acls(client) == ErrorCode.SECURITY_DISABLED
+        deleted = client.request(api.DELETE_ACLS, 3, m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
+            resource_type_filter=R.ANY, resource_name_filter=None, pattern_type_filter=P.ANY, principal_filter=None,
+            host_filter=None, operation=O.ANY, permission_type=Permission.ANY)]))
+        assert deleted.filter_results[0].error_code == ErrorCode.SECURITY_DISABLED
+        assert _produce(client, "anything") != TOPIC_AUTH  # and nothing is refused
+    finally:
+        client.close()
