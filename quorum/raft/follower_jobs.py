@@ -19,9 +19,15 @@ class FollowerJobs:
         self._drop = drop
         self.by_key: dict = {}
         self._due: list = []
+        self._out: dict = {}  # key -> job handed out and not back yet (cancelled ones too)
 
     def pending(self, key) -> bool:
         return key in self.by_key
+
+    def busy(self, key) -> bool:
+        """A job of the group is pending or still running (even if cancelled): its files are
+        not to be touched until it comes back."""
+        return key in self.by_key or key in self._out
 
     def add(self, job) -> None:
         self.by_key[job.key] = job
@@ -30,6 +36,8 @@ class FollowerJobs:
 
     def jobs(self) -> list:
         due, self._due = self._due, []
+        for job in due:
+            self._out[job.key] = job
         return due
 
     def cancel(self, key) -> None:
@@ -44,6 +52,8 @@ class FollowerJobs:
     def finish(self, job, error: BaseException | None) -> bool:
         """The job came back: True if it may be committed now (the caller commits, or drops it)."""
         group = job.group
+        if self._out.get(job.key) is job:
+            del self._out[job.key]
         if self.by_key.get(job.key) is job:
             del self.by_key[job.key]
             setattr(group, self._slot, None)

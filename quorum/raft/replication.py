@@ -195,6 +195,11 @@ class Replication:
         self.streams.heard_from(leader_id, now_ms)
 
     def start_snapshot_download(self, group: RaftGroup, snapshot_id) -> None:
+        if group.key in self.downloads.by_key or self.installs.busy(group.key):
+            # One download of a group at a time, and none while its last one's install runs:
+            # they share the `.part` file, which a second opening would truncate (seed 5355
+            # published an empty snapshot so) and a late install's abort would remove.
+            return
         if self.downloads.start(group, snapshot_id, self.hooks.begin_snapshot_download(group.partition, snapshot_id)):
             log.info("%s-%d: fetching snapshot %s from %d", *group.key, snapshot_id, group.leader_id)
             self.position_changed(group)  # paused: it leaves the fetch session

@@ -30,6 +30,7 @@ class RunResult:
     seed: int
     ok: bool
     error: str = ""
+    traceback: str = ""  # a crash of the core: where (printed by a one-seed replay)
     events: int = 0
     acked: int = 0
     shape: str = ""
@@ -123,6 +124,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         result.ok = False
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+        result.traceback = traceback.format_exc()
     finally:
         planted.drop_diverging_epoch = False
         _STORAGE_LOG.setLevel(storage_level)
@@ -293,7 +295,7 @@ def main(argv=None) -> int:
         for line in result.faults:
             print("  " + line)
         print(f"events {result.events}, acks=all batches acknowledged {result.acked}")
-        print("OK" if result.ok else f"FAILED: {result.error}")
+        print("OK" if result.ok else f"{result.traceback}FAILED: {result.error}")
         return 0 if result.ok else 1
     started = time.perf_counter()
     failures = 0

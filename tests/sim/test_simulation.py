@@ -90,3 +90,17 @@ def test_300_seeds_in_one_process_keep_memory_and_descriptors_flat():
     samples = measure(300)
     assert growth_per_seed_kib(samples) < 100 / 1.024, samples
     assert max(s[2] for s in samples) - min(s[2] for s in samples) <= 2, samples
+
+
+# Seeds that once failed on correct-looking code, each for a bug since fixed: they must stay clean.
+REGRESSION_SEEDS = {
+    4741: "a topic deleted and created again under its name kept the old topic's election state",
+    5355: "a second snapshot download of a group opened the .part file its pending install was about to "
+          "publish, which published an empty snapshot",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))
+def test_regression_seed_stays_clean(seed):
+    result = run_seed(seed)
+    assert result.ok, f"seed {seed} ({REGRESSION_SEEDS[seed]}): {result.error}\n  replay: {result.replay_command()}"
