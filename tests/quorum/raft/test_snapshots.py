@@ -265,3 +265,37 @@ def test_an_install_is_dropped_if_the_follower_moved_on_before_it_ran():
     ctx.node.on_job_done(job, ctx.now_ms)
     assert ctx.log.log_end_offset == 0 and ctx.node.snapshots[KEY].machine.state == {}
     assert part_files(ctx) == [] and SnapshotStore(os.path.join(ctx.data_dir, "t-0")).ids() == []
+
+
+def test_no_new_download_while_a_cancelled_install_is_still_running():
+    """Seed 5355's bug: the new leader names the same snapshot while the old install job (now
+    cancelled) is still on its worker thread. A second download would re-open the `.part` file
+    the job is reading ("wb" truncates it) and the job's late abort would remove the new file:
+    the group waits for the job to come back, then downloads and installs the snapshot whole."""
+    ctx = follower()
+    ctx.hold_follower_jobs = True
+    data = snapshot_file_bytes(SID, ITEMS)
+    pointed_at_snapshot(ctx)
+    serve(ctx, data, chunk=1 << 20)
+    (job,) = ctx.node.replication.follower_jobs()  # handed to the shell's worker thread
+    (part,) = part_files(ctx)
+    ctx.deliver_begin_quorum_epoch(5, 3)
+    ctx.poll()
+    fetch = ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1)
+    ctx.respond(fetch, ctx.fetch_response(snapshot_id=tuple(SID), high_watermark=25, log_start_offset=20))
+    ctx.poll()
+    assert ctx.group.downloading is None and ctx.sent(api.FETCH_SNAPSHOT) == []
+    assert part_files(ctx) == [part]  # the job's file alone
+    job.run()  # (a truncated file would fail its validation here)
+    ctx.node.on_job_done(job, ctx.now_ms)  # cancelled: dropped
+    assert part_files(ctx) == []
+    ctx.advance(ctx.raft.retry_backoff_ms)
+    fetch = ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1)
+    ctx.respond(fetch, ctx.fetch_response(snapshot_id=tuple(SID), high_watermark=25, log_start_offset=20))
+    ctx.poll()
+    assert ctx.group.downloading is not None
+    answer_paused_fetches(ctx)
+    serve(ctx, data, chunk=1 << 20)
+    assert ctx.run_follower_jobs() == 1
+    assert ctx.node.snapshots[KEY].machine.state == ITEMS
+    assert SnapshotStore(os.path.join(ctx.data_dir, "t-0")).ids() == [SID]
