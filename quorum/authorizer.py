@@ -83,9 +83,15 @@ class AclAuthorizer:
         return False
 
     def authorized_operations(self, peer: Peer, resource_type: int, name: str) -> int:
-        """Kafka's authorized-operations field: the supported operations this caller may do."""
-        return operations_bitfield(op for op in SUPPORTED_OPERATIONS[resource_type]
-                                   if self.allows(peer, op, resource_type, name))
+        """Kafka's authorized-operations field: the supported operations this caller may do
+        (the ACLs covering the resource looked up once, for all of them)."""
+        supported = SUPPORTED_OPERATIONS[resource_type]
+        if peer.is_node or peer.principal in self.super_users:
+            return operations_bitfield(supported)
+        covering = self._covering(resource_type, name)
+        if not covering:
+            return operations_bitfield(supported) if self.allow_if_no_acl else 0
+        return operations_bitfield(op for op in supported if self._decide(covering, peer, op))
 
     def _decide(self, covering: list[AclBinding], peer: Peer, operation: int) -> bool:
         allowed = False

@@ -8,8 +8,9 @@ from ...protocol.messages import DeleteGroupsResponse as R
 
 from ..groups.state import GroupState as S
 from ..groups.writes import append_records
+from ..metadata.acls import Operation
 from ..outcomes import Park, Respond
-from .group_common import OUTCOME_ERRORS, Operation, checked_group, coordinator_of
+from .group_common import OUTCOME_ERRORS, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):

@@ -7,8 +7,9 @@ from ...protocol.messages import DescribeGroupsResponse as R
 
 from ..groups.state import GroupState as S
 from ..authorizer import NOT_REQUESTED
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
-from .group_common import Operation, ResourceType, checked_group, coordinator_of
+from .group_common import checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):

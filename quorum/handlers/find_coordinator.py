@@ -7,8 +7,9 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import FindCoordinatorResponse
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
-from .group_common import Operation, ResourceType, coordinator_of
+from .group_common import coordinator_of
 
 GROUP_KEY_TYPE = 0
 NO_TRANSACTIONS = "kraftd has no transaction coordinator"

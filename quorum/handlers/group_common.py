@@ -6,10 +6,10 @@ from ...protocol.errors import ErrorCode
 
 from ..groups.coordinator import coordinator_of
 from ..groups.writes import DelayedWrite
-from ..metadata.acls import Operation, ResourceType
+from ..metadata.acls import ResourceType
 from ..outcomes import Park, Respond
 
-__all__ = ["coordinator_of", "answer_after_write", "checked_group", "OUTCOME_ERRORS", "Operation", "ResourceType"]
+__all__ = ["coordinator_of", "answer_after_write", "checked_group", "OUTCOME_ERRORS"]
 
 # A write's outcome, as the error a client retries on.
 OUTCOME_ERRORS = {"committed": ErrorCode.NONE, "moved": ErrorCode.NOT_COORDINATOR,

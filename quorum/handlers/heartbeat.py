@@ -6,8 +6,9 @@ from ...protocol.messages import HeartbeatResponse
 
 from ..groups.rebalance import touch
 from ..groups.state import GroupState as S
+from ..metadata.acls import Operation
 from ..outcomes import Respond
-from .group_common import Operation, checked_group, coordinator_of
+from .group_common import checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):

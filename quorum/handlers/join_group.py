@@ -13,8 +13,9 @@ from ..groups.group import Member
 from ..groups.rebalance import (DelayedJoin, add_member_and_rebalance, add_pending, join_error, join_response,
                                 maybe_complete_join, prepare_rebalance, start_session, touch)
 from ..groups.state import GroupState as S
+from ..metadata.acls import Operation
 from ..outcomes import Park, Respond
-from .group_common import Operation, checked_group, coordinator_of
+from .group_common import checked_group, coordinator_of
 
 JOIN_GRACE_MS = 5000  # a parked join is answered by its group's deadline; this is a backstop
 

@@ -6,8 +6,9 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages import LeaveGroupResponse
 
 from ..groups.rebalance import maybe_complete_join, remove_member
+from ..metadata.acls import Operation
 from ..outcomes import Respond
-from .group_common import Operation, checked_group, coordinator_of
+from .group_common import checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):

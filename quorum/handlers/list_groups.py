@@ -5,8 +5,9 @@ from __future__ import annotations
 from ...protocol.messages import ListGroupsResponse
 
 from ..groups.state import GroupState as S
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
-from .group_common import Operation, ResourceType, coordinator_of
+from .group_common import coordinator_of
 
 GROUP_TYPE = "classic"
 

@@ -9,12 +9,11 @@ from ..metadata.acls import CLUSTER_NAME, Operation, ResourceType
 
 TopicOut = MetadataResponse.MetadataResponseTopic
 PartitionOut = MetadataResponse.MetadataResponsePartition
-AUTHORIZED_OPERATIONS_OMITTED = NOT_REQUESTED
 
 
 def topic_error(name, code: ErrorCode, topic_id=None):
     out = TopicOut(error_code=code, name=name, is_internal=False, partitions=[],
-                   topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                   topic_authorized_operations=NOT_REQUESTED)
     if topic_id is not None:
         out.topic_id = topic_id
     return out
@@ -24,14 +23,14 @@ def topic_operations(ctx, request, version: int, peer, name: str) -> int:
     """TopicAuthorizedOperations (v8+): what the caller may do with the topic, when asked."""
     if version >= 8 and request.include_topic_authorized_operations:
         return ctx.authorizer.authorized_operations(peer, ResourceType.TOPIC, name)
-    return AUTHORIZED_OPERATIONS_OMITTED
+    return NOT_REQUESTED
 
 
 def cluster_operations(ctx, request, version: int, peer) -> int:
     """ClusterAuthorizedOperations (v8-10): what the caller may do with the cluster, when asked."""
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         return ctx.authorizer.authorized_operations(peer, ResourceType.CLUSTER, CLUSTER_NAME)
-    return AUTHORIZED_OPERATIONS_OMITTED
+    return NOT_REQUESTED
 
 
 def may_describe(ctx, peer, name: str) -> bool:

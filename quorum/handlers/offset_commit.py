@@ -14,8 +14,9 @@ from ..groups.offsets_topic import OffsetEntry, offset_key, offset_value
 from ..groups.retention import topic_exists
 from ..groups.state import GroupState as S
 from ..groups.writes import append_records
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
-from .group_common import OUTCOME_ERRORS, Operation, ResourceType, answer_after_write, checked_group, coordinator_of
+from .group_common import OUTCOME_ERRORS, answer_after_write, checked_group, coordinator_of
 
 TopicOut = OffsetCommitResponse.OffsetCommitResponseTopic
 PartitionOut = OffsetCommitResponse.OffsetCommitResponsePartition

@@ -8,8 +8,9 @@ from ...protocol.messages import OffsetDeleteResponse as R
 from ..groups.state import GroupState as S
 from ..groups.subscriptions import subscribed_topics
 from ..groups.writes import append_records
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
-from .group_common import OUTCOME_ERRORS, Operation, ResourceType, answer_after_write, checked_group, coordinator_of
+from .group_common import OUTCOME_ERRORS, answer_after_write, checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):

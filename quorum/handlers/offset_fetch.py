@@ -7,8 +7,9 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import OffsetFetchResponse as R
 
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
-from .group_common import Operation, ResourceType, checked_group, coordinator_of
+from .group_common import checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):

@@ -9,8 +9,9 @@ from ...protocol.errors import ErrorCode
 from ..groups.rebalance import DelayedSync, sync_answer, sync_error
 from ..groups.rebalance import touch
 from ..groups.state import GroupState as S
+from ..metadata.acls import Operation
 from ..outcomes import Park, Respond
-from .group_common import Operation, checked_group, coordinator_of
+from .group_common import checked_group, coordinator_of
 
 
 def handle(ctx, header, request, now_ms, peer):
