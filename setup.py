@@ -9,7 +9,8 @@ wheel against the tree).
 import os
 import tomllib
 
-from setuptools import setup
+from Cython.Build import cythonize
+from setuptools import Extension, setup
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,4 +33,11 @@ def mapped_packages(package_dir: dict[str, str]) -> list[str]:
 with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
     _package_dir = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
 
-setup(packages=mapped_packages(_package_dir))
+# The produce path's per-record walk in C (protocol/_record_walk.pyx). optional=True: without a C
+# compiler the install still succeeds and protocol/records.py walks records in Python (the same
+# checks; tests/protocol/test_record_walk_differential.py keeps the two equal).
+_extensions = cythonize(
+    [Extension("kraftd.protocol._record_walk", ["protocol/_record_walk.pyx"], optional=True)],
+    language_level=3, quiet=True)
+
+setup(packages=mapped_packages(_package_dir), ext_modules=_extensions)
