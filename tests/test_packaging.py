@@ -40,7 +40,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
 PACKAGE_DATA: dict[str, list[str]] = PYPROJECT["tool"]["setuptools"].get("package-data", {})
 # What building needs besides the package folders (README.md is the sdist's long description).
-BUILD_FILES = ("pyproject.toml", "setup.py", "README.md")
+BUILD_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
 BUILD_TIMEOUT_S = 180
 INSTALL_TIMEOUT_S = 300
 SERVE_TIMEOUT_S = 30
@@ -115,7 +115,10 @@ def dists(tmp_path_factory) -> dict[str, Path]:
         if (ROOT / name).exists():  # a missing one fails the build, saying which
             shutil.copy2(ROOT / name, src / name)
     for folder in PACKAGE_DIR.values():
-        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # The checkout's own build of the C walk (protocol/_record_walk.pyx) stays behind: the
+        # build makes its own.
+        shutil.copytree(ROOT / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "_record_walk.c"))
     out = work / "dist"
     _run([sys.executable, "-m", "build", "--outdir", out, src], cwd=work, timeout=BUILD_TIMEOUT_S)
     sdists, wheels = sorted(out.glob("kraftd-*.tar.gz")), sorted(out.glob("kraftd-*.whl"))
@@ -138,6 +141,14 @@ def test_sdist_holds_every_package_folder(dists):
         names = {n.partition("/")[2] for n in sdist.getnames()}
     expected = {str(path.relative_to(ROOT)) for path in tree_files().values()} | set(BUILD_FILES)
     assert expected - names == set(), "files missing from the sdist"
+    assert "protocol/_record_walk.pyx" in names, "the C walk's source is missing from the sdist"
+
+
+def test_wheel_holds_the_compiled_record_walk(dists):
+    """The install compiles protocol/_record_walk.pyx (this machine has a C compiler); without
+    it the produce path would fall back to the Python walk silently."""
+    with zipfile.ZipFile(dists["wheel"]) as whl:
+        assert [n for n in whl.namelist() if re.fullmatch(r"kraftd/protocol/_record_walk\..+\.so", n)]
 
 
 # -- the installed wheel -----------------------------------------------------------------------
@@ -173,6 +184,12 @@ def test_installed_packages_come_from_the_venv(installed, outside):
     wrong = {name: origin for name, origin in origins.items() if not origin.startswith(venv + os.sep)}
     assert not wrong, f"not installed from the wheel: {wrong}"
     assert set(origins) == tree_packages()
+
+
+def test_installed_produce_path_uses_the_compiled_walk(installed, outside):
+    probe = ("from kraftd.protocol import records, _record_walk\n"
+             "assert records._records_are_well_formed is _record_walk.records_are_well_formed\n")
+    _run([installed / "python", "-c", probe], cwd=outside, timeout=60)
 
 
 def test_installed_cli_help(installed, outside):
@@ -278,7 +295,7 @@ def test_dockerfile_copies_every_build_input():
 
 
 def test_dockerfile_installs_the_package():
-    run_lines = [line for line in (ROOT / "Dockerfile").read_text().splitlines()
-                 if line.strip().upper().startswith("RUN")]
+    instructions = (ROOT / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+    run_lines = [line for line in instructions if line.strip().upper().startswith("RUN")]
     assert any(re.search(r"\bpip install\b.*(\s\.(\s|$)|\.whl)", line) for line in run_lines), run_lines
 
