@@ -11,8 +11,9 @@ $(VENV)/.venv-created:
 	$(PY) -m pip install -q --upgrade pip
 	touch $@
 
-# Runtime only (what `make serve` needs).
-$(VENV)/.installed: $(VENV)/.venv-created pyproject.toml
+# Runtime only (what `make serve` needs). The install compiles protocol/_record_walk.pyx (the
+# produce path's record walk in C), so a change to it reinstalls.
+$(VENV)/.installed: $(VENV)/.venv-created pyproject.toml setup.py protocol/_record_walk.pyx
 	$(PY) -m pip install -q -e .
 	touch $@
 
