@@ -76,7 +76,7 @@ def _worker_confluent_consume(bootstrap: str, topic: str, records: int, value_si
 
 
 def _worker_confluent_produce(bootstrap: str, topic: str, records: int, value_size: int,
-                              time_box: float, acks: int = 1) -> dict:
+                              time_box: float) -> dict:
     from confluent_kafka import Producer
 
     failed = [0]
@@ -87,7 +87,7 @@ def _worker_confluent_produce(bootstrap: str, topic: str, records: int, value_si
 
     p = Producer({
         "bootstrap.servers": bootstrap,
-        "acks": acks,
+        "acks": 1,
         "linger.ms": 5,
         "enable.idempotence": False,
         "compression.type": "none",
@@ -122,9 +122,6 @@ def _worker_confluent_produce(bootstrap: str, topic: str, records: int, value_si
 WORKERS = {
     "confluent-consume": _worker_confluent_consume,
     "confluent-produce": _worker_confluent_produce,
-    # bench/produce.py: the same producer at each acks level
-    "confluent-produce-acks1": _worker_confluent_produce,
-    "confluent-produce-acksall": lambda *args: _worker_confluent_produce(*args, acks=-1),
 }
 
 
