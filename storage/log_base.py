@@ -106,11 +106,12 @@ class PartitionLog(abc.ABC):
         self, batches: bytearray, leader_epoch: int, *, now_ms: int, log_append_time: bool = False,
         wall_ms: int | None = None,
     ) -> AppendResult:
-        """Assign offsets from the log end (patching baseOffset/partitionLeaderEpoch in place).
+        """Assign offsets from the log end (patching baseOffset/partitionLeaderEpoch in place:
+        `batches` is a bytearray or a writable memoryview, else it is copied first).
         `now_ms` is the caller's timer clock; `wall_ms` (default `now_ms`) is what LogAppendTime
         writes into the batches."""
         stamp = now_ms if wall_ms is None else wall_ms
-        if not isinstance(batches, bytearray):
+        if not isinstance(batches, bytearray) and not (isinstance(batches, memoryview) and not batches.readonly):
             batches = bytearray(batches)
         offset = self.log_end_offset
         # (log end before, time) of recent leader appends: a follower whose log ends at E was

@@ -387,3 +387,21 @@ def test_a_flush_of_a_log_discarded_meanwhile_is_moot(tmp_path, monkeypatch):
     log.flush()
     assert log.discarded and not os.path.exists(tmp_path / "p")
     assert log.flush() == log.flushed_offset  # and every later flush is a no-op
+
+
+def test_a_writable_view_is_patched_where_it_lies_and_a_read_only_one_is_copied(tmp_path):
+    """The produce path hands the request's own buffer over (no copy of a large batch): the
+    append stamps offsets and the leader epoch into it, and what lands in the log matches."""
+    log = open_log(tmp_path / "p")
+    log.append_as_leader(batch(3), 1, now_ms=0)
+    frame = bytearray(b"xx" + batch(2) + b"yy")
+    view = memoryview(frame)[2:-2]
+    log.append_as_leader(view, 7, now_ms=0)
+    ((_, h),) = list(iter_batch_headers(view))
+    assert (h.base_offset, h.partition_leader_epoch) == (3, 7)
+    assert log.read(3, 1 << 20).to_bytes() == bytes(view)
+    sent = bytes(batch(2))
+    log.append_as_leader(memoryview(sent), 8, now_ms=0)
+    ((_, h),) = list(iter_batch_headers(sent))
+    assert h.base_offset == 0  # the caller's read-only bytes are untouched
+    assert offsets(log) == [0, 3, 5]
