@@ -14,6 +14,7 @@ from typing import Any, Protocol as TypingProtocol
 
 import structlog
 
+from .frame_reader import ClaimBudget, FrameReader, FrameSizeError
 from .tls import ANONYMOUS, principal_of
 
 log = structlog.get_logger("kraftd.connection")
@@ -30,6 +31,13 @@ COALESCE_MAX = 64 * 1024
 # lets the other connections and /metrics have theirs (a client pipelining costly requests,
 # Metadata for every topic say, must not hold the loop for seconds).
 TURN_BUDGET_S = 0.01
+# Each connection reads into a scratch buffer of this size; a frame larger than half of it that
+# is not complete in one read gets a buffer of its own, which the socket reads into directly.
+# Small enough that thousands of idle connections cost little (32 MiB per 1,000).
+READ_SCRATCH_BYTES = 32 * 1024
+# Client frames announced and not yet arrived, process-wide: within this, a large frame gets a
+# buffer of its full size at once; past it, one whose memory follows the bytes that arrive.
+CLAIMS = ClaimBudget(64 * 1024 * 1024)
 
 
 class CloseConnection(Exception):
@@ -62,7 +70,7 @@ class ResponseSlot:
         self.parts = parts
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int, idle_timeout_s: float,
                  metrics: Any = None, tls: bool = False) -> None:
         self._dispatcher = dispatcher
@@ -70,7 +78,8 @@ class KafkaConnection(asyncio.Protocol):
         self._max_frame = max_frame_bytes
         self._idle_timeout = idle_timeout_s
         self._metrics = metrics
-        self._buf = bytearray()
+        self._reader = FrameReader(max_frame_bytes, READ_SCRATCH_BYTES, budget=CLAIMS)
+        self._frames: deque = deque()  # complete frames not dispatched yet (paused, or next turn)
         self._pending: deque[ResponseSlot] = deque()
         self._paused: set[str] = set()  # why reading is paused: "write", "pipeline", "shutdown"
         self._unflushed = 0  # bytes of ready responses not yet handed to the transport
@@ -124,7 +133,8 @@ class KafkaConnection(asyncio.Protocol):
             self._metrics.connections_open.dec()
         self._closed = True
         self._pending.clear()
-        self._buf = bytearray()
+        self._frames.clear()
+        self._reader.reset()
         self._dispatcher.connection_lost(self)
 
     def pause_writing(self) -> None:
@@ -133,17 +143,44 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._resume("write")
 
-    def data_received(self, data: bytes) -> None:
+    # -- reading (asyncio.BufferedProtocol) ---------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
         self._last_active = self._loop.time()
         if self._metrics is not None:
-            self._metrics.bytes_in.inc(len(data))
-        self._process(data)
-
-    def _process(self, data: bytes) -> None:
+            self._metrics.bytes_in.inc(nbytes)
         try:
-            self._split_frames(data)
+            self._frames.extend(self._reader.buffer_updated(nbytes))
+        except FrameSizeError as exc:
+            size, before = exc.args
+            self._frames.extend(before)  # the requests ahead of the bad header are answered
+            self._process()
+            self._size_refused(size)
+            return
+        self._process()
+
+    def feed(self, data: bytes) -> None:
+        """What the transport does with a read of `data` (tests drive a connection with it)."""
+        view = memoryview(data)
+        while len(view) and not self._closed:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes read and not yet dispatched (frames waiting out a pause, a partial frame)."""
+        return sum(map(len, self._frames)) + self._reader.buffered_bytes
+
+    def _process(self) -> None:
+        try:
+            self._dispatch_frames()
             self._dispatcher.batch_done(self)
             self.flush()
         except Exception:
@@ -151,54 +188,32 @@ class KafkaConnection(asyncio.Protocol):
             self.abort("internal error")
 
     # -- framing ---------------------------------------------------------------------------
-    def _split_frames(self, data: bytes) -> None:
+    def _dispatch_frames(self) -> None:
+        """Dispatch the complete frames read so far, until a pause or the turn's budget. Small
+        frames are bytes; a large one (a produce request of a MiB) has a buffer of its own
+        (within the CLAIMS budget; see server/frame_reader.py), which the socket read straight
+        into: decoded fields are views into it, and Produce writes its batches to the log from
+        there."""
         started = time.perf_counter()
-        buf = self._buf
-        if buf:
-            buf += data
-            if len(buf) < 4:
-                return
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if not self._size_ok(size) or len(buf) < 4 + size:
-                return
-            # Hand the whole buffer over to the frames (decoded bytes fields are views into it)
-            # and start a fresh one: no copy, and no resizing of an exported buffer.
-            data, self._buf = buf, bytearray()  # type: ignore[assignment]
-        mv = memoryview(data)
-        end = len(mv)
-        pos = 0
-        while end - pos >= 4:
+        frames = self._frames
+        while frames:
             if self._paused:
-                # Backpressure: requests already read wait here, unparsed, until the client
-                # drains its responses; this bounds memory even for one huge pipelined read.
+                # Backpressure: requests already read wait here until the client drains its
+                # responses; reading is paused, so at most one read's worth waits.
                 break
-            size = int.from_bytes(mv[pos:pos + 4], "big", signed=True)
-            if not self._size_ok(size):
-                return
-            if end - pos - 4 < size:
-                break
-            frame = mv[pos + 4:pos + 4 + size]
-            pos += 4 + size
-            self._dispatch(frame)
+            self._dispatch(memoryview(frames.popleft()))
             if self._closed:
                 return
             if self._unflushed >= WRITE_HIGH_WATER:
                 self.flush()  # may call pause_writing(), which stops the loop above
-            if time.perf_counter() - started > TURN_BUDGET_S and end - pos >= 4 and not self._paused:
-                self._pause("turn")  # the rest waits, unparsed, for the next turn
+            if time.perf_counter() - started > TURN_BUDGET_S and frames and not self._paused:
+                self._pause("turn")  # the rest waits for the next turn
                 self._loop.call_soon(self._resume, "turn")
-        if pos < end:
-            self._buf += mv[pos:]
-            if len(self._buf) >= 4:  # reject an oversize header before buffering its body
-                self._size_ok(int.from_bytes(self._buf[:4], "big", signed=True))
 
-    def _size_ok(self, size: int) -> bool:
-        if 0 <= size <= self._max_frame:
-            return True
+    def _size_refused(self, size: int) -> None:
         log.info("closing connection: bad frame size", peer=self.peer, size=size,
                  max=self._max_frame)
         self.abort("frame size")
-        return False
 
     def _dispatch(self, frame: memoryview) -> None:
         try:
@@ -287,12 +302,12 @@ class KafkaConnection(asyncio.Protocol):
         self._paused.discard(why)
         if not self._paused and not self._closed:
             self._transport.resume_reading()
-            if len(self._buf) >= 4:  # frames read before the pause are still waiting
+            if self._frames:  # frames read before the pause are still waiting
                 self._loop.call_soon(self._resume_buffered)
 
     def _resume_buffered(self) -> None:
         if not self._closed and not self._paused:
-            self._process(b"")
+            self._process()
 
     def _check_idle(self) -> None:
         if self._closed:

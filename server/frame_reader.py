@@ -10,29 +10,58 @@ buffer directly (no copy at all).
 """
 from __future__ import annotations
 
+import mmap
 import struct
+from typing import Any
 
 _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 256 * 1024
 
 
+class ClaimBudget:
+    """Bytes that frame headers announced and that have not arrived yet, across the readers
+    sharing it. A reader gives a large frame an ordinary buffer of its full size (fast: filled
+    in place, no page faults to speak of) while the claims outstanding stay within `limit`;
+    past it, a lazy one (`lazy_buffer`), so headers claiming large frames cannot make the
+    process allocate memory their senders never send."""
+
+    __slots__ = ("limit", "outstanding")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.outstanding = 0
+
+
+def lazy_buffer(size: int) -> mmap.mmap:
+    """A writable buffer of `size` zero bytes whose pages the kernel provides on first write
+    (anonymous memory): resident memory follows the bytes written, not the size."""
+    return mmap.mmap(-1, size)
+
+
 class FrameSizeError(ValueError):
-    """A frame header announced a size outside 0..max_frame."""
+    """A frame header announced a size outside 0..max_frame. args: (size, the complete frames
+    that came before it in the same read)."""
 
 
 class FrameReader:
     """`get_buffer()` / `buffer_updated(n)` for a BufferedProtocol; `buffer_updated` returns the
     frames (bytes-like, without their size prefix) that are now complete."""
 
-    __slots__ = ("_max_frame", "_scratch", "_view", "_start", "_end", "_big", "_big_view", "_big_filled")
+    __slots__ = ("_max_frame", "_budget", "_claimed", "_scratch", "_view", "_start", "_end", "_big", "_big_view",
+                 "_big_filled")
 
-    def __init__(self, max_frame: int, scratch_bytes: int = SCRATCH_BYTES) -> None:
+    def __init__(self, max_frame: int, scratch_bytes: int = SCRATCH_BYTES, *,
+                 budget: ClaimBudget | None = None) -> None:
+        """`budget`: large frames' buffers are bytearrays of their full size while it allows
+        (always without one: the peer links of authenticated nodes), else `lazy_buffer`s."""
         self._max_frame = max_frame
+        self._budget = budget
+        self._claimed = 0  # this reader's share of budget.outstanding
         self._scratch = bytearray(scratch_bytes)
         self._view = memoryview(self._scratch)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0    # end of the bytes read into scratch
-        self._big: bytearray | None = None
+        self._big: Any = None  # a large frame's own buffer (see `allocate`)
         self._big_view: memoryview | None = None
         self._big_filled = 0
 
@@ -46,6 +75,10 @@ class FrameReader:
     def buffer_updated(self, nbytes: int) -> list:
         if self._big is not None:
             self._big_filled += nbytes
+            if self._claimed:
+                arrived = min(nbytes, self._claimed)
+                self._claimed -= arrived
+                self._budget.outstanding -= arrived
             if self._big_filled < len(self._big):
                 return []
             frame = self._big
@@ -54,7 +87,17 @@ class FrameReader:
         self._end += nbytes
         return self._split()
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes read that are not part of a frame handed out yet."""
+        if self._big is not None:
+            return self._big_filled
+        return self._end - self._start
+
     def reset(self) -> None:
+        if self._claimed:
+            self._budget.outstanding -= self._claimed
+            self._claimed = 0
         self._start = self._end = 0
         self._big = self._big_view = None
 
@@ -64,7 +107,7 @@ class FrameReader:
         while end - start >= 4:
             size = _SIZE.unpack_from(view, start)[0]
             if size < 0 or size > self._max_frame:
-                raise FrameSizeError(size)
+                raise FrameSizeError(size, frames)
             if end - start - 4 >= size:
                 frames.append(bytes(view[start + 4:start + 4 + size]))
                 start += 4 + size
@@ -72,7 +115,7 @@ class FrameReader:
             if size > len(self._scratch) // 2:
                 # Large: its own buffer, the bytes already here copied in, the rest read into it.
                 have = end - start - 4
-                self._big = bytearray(size)
+                self._big = self._allocate(size, size - have)
                 self._big_view = memoryview(self._big)
                 self._big_view[:have] = view[start + 4:end]
                 self._big_filled = have
@@ -82,6 +125,16 @@ class FrameReader:
             start = end = 0
         self._start, self._end = start, end
         return frames
+
+    def _allocate(self, size: int, missing: int):
+        budget = self._budget
+        if budget is None:
+            return bytearray(size)
+        if budget.outstanding + missing <= budget.limit:
+            budget.outstanding += missing
+            self._claimed = missing
+            return bytearray(size)
+        return lazy_buffer(size)
 
     def _compact(self) -> None:
         """Move the unparsed tail (a partial small frame) to the front of scratch."""

@@ -164,7 +164,7 @@ class PeerLink(asyncio.BufferedProtocol):
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameSizeError as e:
-            self._abort(f"bad frame size {e}")
+            self._abort(f"bad frame size {e.args[0]}")
             return
         for frame in frames:
             self._on_frame(frame)

@@ -65,3 +65,37 @@ def test_reset_forgets_a_partial_frame():
     assert feed(reader, framed([b"x" * 5000])[:700], []) == []
     reader.reset()
     assert feed(reader, framed([b"abc", b"de"]), [3]) == [b"abc", b"de"]
+
+
+def test_large_frames_take_full_buffers_within_the_claim_budget_and_lazy_ones_past_it():
+    """A header's claim is trusted (a bytearray of the full size) while the bytes announced and
+    not yet arrived stay within the shared budget; past it the buffer is an anonymous mapping,
+    whose memory follows the bytes that arrive. Claims are given back as bytes arrive and when
+    a reader is reset (its connection gone)."""
+    import mmap
+
+    from kraftd.server.frame_reader import ClaimBudget
+
+    budget = ClaimBudget(100_000)
+    first, second = (FrameReader(1 << 20, scratch_bytes=1024, budget=budget) for _ in range(2))
+    header = struct.pack(">i", 80_000)
+    first.get_buffer(-1)[:4] = header
+    assert first.buffer_updated(4) == []
+    assert budget.outstanding == 80_000 and isinstance(first._big, bytearray)
+    second.get_buffer(-1)[:4] = header  # 80,000 more would pass the budget
+    second.buffer_updated(4)
+    assert isinstance(second._big, mmap.mmap) and budget.outstanding == 80_000
+    (frame,) = feed(first, bytes(80_000), [])
+    assert len(frame) == 80_000 and budget.outstanding == 0
+    third = FrameReader(1 << 20, scratch_bytes=1024, budget=budget)
+    third.get_buffer(-1)[:4] = header
+    third.buffer_updated(4)
+    feed(third, bytes(30_000), [])
+    assert budget.outstanding == 50_000
+    third.reset()
+    assert budget.outstanding == 0
+    # Without a budget (the peer links of authenticated nodes) every large frame is a bytearray.
+    peer = FrameReader(1 << 20, scratch_bytes=1024)
+    peer.get_buffer(-1)[:4] = struct.pack(">i", 900_000)
+    peer.buffer_updated(4)
+    assert isinstance(peer._big, bytearray)

@@ -26,7 +26,7 @@ async def test_frames_split_byte_by_byte(wired):
     conn, d, t = wired
     stream = frame(b"Rone") + frame(b"R") + frame(b"R" + b"three" * 20)
     for i in range(len(stream)):
-        conn.data_received(stream[i:i + 1])
+        conn.feed(stream[i:i + 1])
     assert d.frames == [b"Rone", b"R", b"R" + b"three" * 20]
     assert split_frames(t.output) == [b"one", b"", b"three" * 20]
     assert not t.closed
@@ -34,7 +34,7 @@ async def test_frames_split_byte_by_byte(wired):
 
 async def test_many_frames_in_one_chunk_one_write(wired):
     conn, d, t = wired
-    conn.data_received(b"".join(frame(b"R%d" % i) for i in range(50)))
+    conn.feed(b"".join(frame(b"R%d" % i) for i in range(50)))
     assert len(d.frames) == 50
     assert len(t.writes) == 1  # coalesced
     assert split_frames(t.output) == [b"%d" % i for i in range(50)]
@@ -43,9 +43,9 @@ async def test_many_frames_in_one_chunk_one_write(wired):
 async def test_frame_and_a_half_then_rest(wired):
     conn, d, t = wired
     stream = frame(b"Ra") + frame(b"Rbcdef")
-    conn.data_received(stream[:9])
+    conn.feed(stream[:9])
     assert d.frames == [b"Ra"]
-    conn.data_received(stream[9:])
+    conn.feed(stream[9:])
     assert d.frames == [b"Ra", b"Rbcdef"]
     assert split_frames(t.output) == [b"a", b"bcdef"]
 
@@ -55,7 +55,7 @@ async def test_zero_length_frame_is_dispatched(wired):
     with pytest.raises(RuntimeError):
         d.dispatch(conn, memoryview(b""))  # the script treats it as a bug...
     d.frames.clear()
-    conn.data_received(struct.pack(">i", 0))
+    conn.feed(struct.pack(">i", 0))
     assert d.frames == [b""] and t.aborted  # ...which aborts only this connection
 
 
@@ -64,33 +64,33 @@ async def test_oversize_frame_closes_before_body_arrives(wired, split):
     conn, d, t = wired
     header = struct.pack(">i", 1001)
     if split:
-        conn.data_received(header[:2])
+        conn.feed(header[:2])
         assert not t.closed
-        conn.data_received(header[2:])
+        conn.feed(header[2:])
     else:
-        conn.data_received(header + b"R")
+        conn.feed(header + b"R")
     assert t.aborted and d.frames == []
-    assert len(conn._buf) <= 4  # nothing allocated for the announced size
-    conn.data_received(b"x" * 5000)  # later bytes are ignored
+    assert conn.buffered_bytes <= 5  # nothing allocated for the announced size
+    conn.feed(b"x" * 5000)  # later bytes are ignored
     assert d.frames == []
 
 
 async def test_negative_length_closes(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"Rok") + struct.pack(">i", -1))
+    conn.feed(frame(b"Rok") + struct.pack(">i", -1))
     assert t.aborted
     assert d.frames == [b"Rok"]
 
 
 async def test_max_size_frame_is_accepted(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"R" + b"z" * 999))
+    conn.feed(frame(b"R" + b"z" * 999))
     assert not t.closed and len(d.frames[0]) == 1000
 
 
 async def test_parked_request_holds_back_later_responses(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"Rfirst") + frame(b"Pa") + frame(b"Rthird") + frame(b"Pb"))
+    conn.feed(frame(b"Rfirst") + frame(b"Pa") + frame(b"Rthird") + frame(b"Pb"))
     assert split_frames(t.output) == [b"first"]
     d.complete("b", b"fourth")  # completes out of order: still held back by "a"
     assert split_frames(t.output) == [b"first"]
@@ -102,9 +102,9 @@ async def test_parked_request_holds_back_later_responses(wired):
 
 async def test_no_response_slots_do_not_block(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"N") + frame(b"Rafter-acks0") + frame(b"N"))
+    conn.feed(frame(b"N") + frame(b"Rafter-acks0") + frame(b"N"))
     assert split_frames(t.output) == [b"after-acks0"]
-    conn.data_received(frame(b"Pp") + frame(b"N") + frame(b"Rlater"))
+    conn.feed(frame(b"Pp") + frame(b"N") + frame(b"Rlater"))
     assert split_frames(t.output) == [b"after-acks0"]
     d.complete("p", b"parked")
     assert split_frames(t.output) == [b"after-acks0", b"parked", b"later"]
@@ -112,14 +112,14 @@ async def test_no_response_slots_do_not_block(wired):
 
 async def test_close_from_dispatcher_after_earlier_responses(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"Rok") + frame(b"X") + frame(b"Rnever"))
+    conn.feed(frame(b"Rok") + frame(b"X") + frame(b"Rnever"))
     assert t.closed and not t.aborted  # graceful: already-queued bytes may still go out
     assert d.frames == [b"Rok", b"X"]
 
 
 async def test_completion_after_close_is_ignored(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"Pz"))
+    conn.feed(frame(b"Pz"))
     conn.connection_lost(None)
     d.complete("z", b"late")
     assert t.output == b""
@@ -136,7 +136,7 @@ async def test_write_backpressure_pauses_reading(wired):
 
 async def test_too_many_pending_pauses_reading(wired):
     conn, d, t = wired
-    conn.data_received(b"".join(frame(b"P%d" % i) for i in range(connmod.MAX_PENDING)))
+    conn.feed(b"".join(frame(b"P%d" % i) for i in range(connmod.MAX_PENDING)))
     assert t.reading_paused
     for i in range(connmod.MAX_PENDING // 2 - 1):
         d.complete(str(i), b"")
@@ -147,7 +147,7 @@ async def test_too_many_pending_pauses_reading(wired):
 
 async def test_both_pause_reasons_must_clear(wired):
     conn, d, t = wired
-    conn.data_received(b"".join(frame(b"P%d" % i) for i in range(connmod.MAX_PENDING)))
+    conn.feed(b"".join(frame(b"P%d" % i) for i in range(connmod.MAX_PENDING)))
     conn.pause_writing()
     for i in range(connmod.MAX_PENDING):
         d.complete(str(i), b"")
@@ -159,12 +159,12 @@ async def test_both_pause_reasons_must_clear(wired):
 async def test_frames_already_read_wait_while_writes_are_paused(wired):
     conn, d, t = wired
     conn.pause_writing()
-    conn.data_received(frame(b"Ra") + frame(b"Rb") + frame(b"Rc")[:3])
+    conn.feed(frame(b"Ra") + frame(b"Rb") + frame(b"Rc")[:3])
     assert d.frames == [] and t.output == b""
     conn.resume_writing()
     await asyncio.sleep(0)  # buffered frames are processed on the next loop iteration
     assert d.frames == [b"Ra", b"Rb"]
-    conn.data_received(frame(b"Rc")[3:])
+    conn.feed(frame(b"Rc")[3:])
     assert split_frames(t.output) == [b"a", b"b", b"c"]
 
 
@@ -173,25 +173,25 @@ async def test_large_ready_responses_flush_mid_batch_and_stop_at_pause(wired):
     n = 300 * 1024
     t.writelines = lambda chunks: (t.writes.append(b"".join(map(bytes, chunks))),
                                    conn.pause_writing())  # the socket is "full" at once
-    conn.data_received(b"".join(frame(b"B%d" % n) for _ in range(20)))
+    conn.feed(b"".join(frame(b"B%d" % n) for _ in range(20)))
     # Dispatch stopped right after the flush that filled the transport buffer.
     assert len(d.frames) == 4 and len(t.writes) == 1
-    assert len(conn._buf) > 0
+    assert conn.buffered_bytes > 0
 
 
 async def test_region_parts_are_written_without_join(wired):
     conn, d, t = wired
     written = []
     t.writelines = lambda chunks: written.append(list(chunks))
-    conn.data_received(frame(b"Rhead") + frame(b"B%d" % (256 * 1024)))
+    conn.feed(frame(b"Rhead") + frame(b"B%d" % (256 * 1024)))
     (chunks,) = written
     assert isinstance(chunks[-1], memoryview) and len(chunks[-1]) == 256 * 1024
     assert bytes(chunks[0]) == frame(b"head") + struct.pack(">i", 256 * 1024)
 
 
-async def test_batch_done_once_per_data_received(wired):
+async def test_batch_done_once_per_read(wired):
     conn, d, t = wired
-    conn.data_received(frame(b"Ra") + frame(b"Rb"))
+    conn.feed(frame(b"Ra") + frame(b"Rb"))
     assert d.batches == 1
 
 
@@ -210,7 +210,7 @@ async def test_costly_pipelined_frames_yield_the_loop_between_turns(wired, monke
     monkeypatch.setattr(d, "dispatch", slow)
     others: list[int] = []
     asyncio.get_running_loop().call_soon(lambda: others.append(len(d.frames)))
-    conn.data_received(b"".join(frame(b"R%d" % i) for i in range(10)))
+    conn.feed(b"".join(frame(b"R%d" % i) for i in range(10)))
     assert 1 <= len(d.frames) < 10 and t.reading_paused  # over the 10 ms budget: paused
     for _ in range(50):
         await asyncio.sleep(0)
