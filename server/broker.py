@@ -217,7 +217,7 @@ class Broker:
         raise TypeError(f"node.handle returned {outcome!r}")
 
     def batch_done(self, conn: KafkaConnection) -> None:
-        """After a data_received's requests: let the node react (e.g. a produce satisfying a
+        """After the requests of one read: let the node react (e.g. a produce satisfying a
         parked fetch); parked requests wait on the HW, so the step commits at once."""
         self._run(self.step.after_requests(now_ms(), waiting=bool(self._parked)))
 
