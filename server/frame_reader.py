@@ -61,7 +61,7 @@ class FrameReader:
         self._view = memoryview(self._scratch)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0    # end of the bytes read into scratch
-        self._big: Any = None  # a large frame's own buffer (see `allocate`)
+        self._big: Any = None  # a large frame's own buffer (see `_allocate`)
         self._big_view: memoryview | None = None
         self._big_filled = 0
 
