@@ -31,9 +31,9 @@ COALESCE_MAX = 64 * 1024
 # lets the other connections and /metrics have theirs (a client pipelining costly requests,
 # Metadata for every topic say, must not hold the loop for seconds).
 TURN_BUDGET_S = 0.01
-# Each connection reads into a scratch buffer of this size; a frame larger than half of it that
+# Each connection reads into a scratch buffer of this size (held only while a read is handled or
+# a partial frame waits in it: idle connections hold none); a frame larger than half of it that
 # is not complete in one read gets a buffer of its own, which the socket reads into directly.
-# Small enough that thousands of idle connections cost little (32 MiB per 1,000).
 READ_SCRATCH_BYTES = 32 * 1024
 # Client frames announced and not yet arrived, process-wide: within this, a large frame gets a
 # buffer of its full size at once; past it, one whose memory follows the bytes that arrive.
@@ -78,7 +78,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_frame = max_frame_bytes
         self._idle_timeout = idle_timeout_s
         self._metrics = metrics
-        self._reader = FrameReader(max_frame_bytes, READ_SCRATCH_BYTES, budget=CLAIMS)
+        self._reader = FrameReader(max_frame_bytes, READ_SCRATCH_BYTES, budget=CLAIMS, keep_scratch=False)
         self._frames: deque = deque()  # complete frames not dispatched yet (paused, or next turn)
         self._pending: deque[ResponseSlot] = deque()
         self._paused: set[str] = set()  # why reading is paused: "write", "pipeline", "shutdown"

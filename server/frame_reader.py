@@ -47,18 +47,25 @@ class FrameReader:
     """`get_buffer()` / `buffer_updated(n)` for a BufferedProtocol; `buffer_updated` returns the
     frames (bytes-like, without their size prefix) that are now complete."""
 
-    __slots__ = ("_max_frame", "_budget", "_claimed", "_scratch", "_view", "_start", "_end", "_big", "_big_view",
-                 "_big_filled")
+    __slots__ = ("_max_frame", "_budget", "_claimed", "_scratch_bytes", "_keep_scratch", "_scratch", "_view",
+                 "_start", "_end", "_big", "_big_view", "_big_filled")
 
     def __init__(self, max_frame: int, scratch_bytes: int = SCRATCH_BYTES, *,
-                 budget: ClaimBudget | None = None) -> None:
+                 budget: ClaimBudget | None = None, keep_scratch: bool = True) -> None:
         """`budget`: large frames' buffers are bytearrays of their full size while it allows
-        (always without one: the peer links of authenticated nodes), else `lazy_buffer`s."""
+        (always without one: the peer links of authenticated nodes), else `lazy_buffer`s.
+        `keep_scratch=False`: the scratch buffer exists only while a read is under way or a
+        partial small frame waits in it (a client connection: thousands of idle ones hold
+        none)."""
         self._max_frame = max_frame
         self._budget = budget
         self._claimed = 0  # this reader's share of budget.outstanding
-        self._scratch = bytearray(scratch_bytes)
-        self._view = memoryview(self._scratch)
+        self._scratch_bytes = scratch_bytes
+        self._keep_scratch = keep_scratch
+        self._scratch: bytearray | None = None
+        self._view: memoryview | None = None
+        if keep_scratch:
+            self._new_scratch()
         self._start = 0  # first unparsed byte in scratch
         self._end = 0    # end of the bytes read into scratch
         self._big: Any = None  # a large frame's own buffer (see `_allocate`)
@@ -68,7 +75,9 @@ class FrameReader:
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         if self._big_view is not None:
             return self._big_view[self._big_filled:]
-        if self._end == len(self._scratch):
+        if self._scratch is None:
+            self._new_scratch()
+        elif self._end == len(self._scratch):
             self._compact()
         return self._view[self._end:]
 
@@ -100,6 +109,8 @@ class FrameReader:
             self._claimed = 0
         self._start = self._end = 0
         self._big = self._big_view = None
+        if not self._keep_scratch:
+            self._scratch = self._view = None
 
     def _split(self) -> list:
         frames = []
@@ -112,7 +123,7 @@ class FrameReader:
                 frames.append(bytes(view[start + 4:start + 4 + size]))
                 start += 4 + size
                 continue
-            if size > len(self._scratch) // 2:
+            if size > self._scratch_bytes // 2:
                 # Large: its own buffer, the bytes already here copied in, the rest read into it.
                 have = end - start - 4
                 self._big = self._allocate(size, size - have)
@@ -123,8 +134,14 @@ class FrameReader:
             break
         if start == end:
             start = end = 0
+            if not self._keep_scratch:
+                self._scratch = self._view = None
         self._start, self._end = start, end
         return frames
+
+    def _new_scratch(self) -> None:
+        self._scratch = bytearray(self._scratch_bytes)
+        self._view = memoryview(self._scratch)
 
     def _allocate(self, size: int, missing: int):
         budget = self._budget

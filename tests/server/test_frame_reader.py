@@ -99,3 +99,25 @@ def test_large_frames_take_full_buffers_within_the_claim_budget_and_lazy_ones_pa
     peer.get_buffer(-1)[:4] = struct.pack(">i", 900_000)
     peer.buffer_updated(4)
     assert isinstance(peer._big, bytearray)
+
+
+def test_a_reader_that_does_not_keep_its_scratch_holds_none_between_frames():
+    """A client connection's reader: no buffer while idle, one while a partial frame waits."""
+    reader = FrameReader(1 << 20, scratch_bytes=1024, keep_scratch=False)
+    assert reader._scratch is None
+    assert feed(reader, framed([b"abc", b"defg"]), []) == [b"abc", b"defg"]
+    assert reader._scratch is None
+    whole = framed([b"x" * 100])
+    assert feed(reader, whole[:50], []) == []
+    assert reader._scratch is not None and reader.buffered_bytes == 50
+    assert feed(reader, whole[50:], []) == [b"x" * 100]
+    assert reader._scratch is None
+    assert feed(reader, framed([b"y" * 5000]), [700]) == [b"y" * 5000]  # a large one: its own buffer
+    assert reader._scratch is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(payload, max_size=12), st.lists(st.integers(1, 70_000), max_size=200))
+def test_frames_survive_any_read_sizes_without_a_kept_scratch(payloads, read_sizes):
+    reader = FrameReader(1 << 20, scratch_bytes=64 * 1024, keep_scratch=False)
+    assert feed(reader, framed(payloads), read_sizes) == payloads
