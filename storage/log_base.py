@@ -107,7 +107,8 @@ class PartitionLog(abc.ABC):
         wall_ms: int | None = None,
     ) -> AppendResult:
         """Assign offsets from the log end (patching baseOffset/partitionLeaderEpoch in place:
-        `batches` is a bytearray or a writable memoryview, else it is copied first).
+        `batches` is a bytearray or a writable memoryview, else it is copied first; Produce hands
+        over a large request's own buffer, which the connection read it into).
         `now_ms` is the caller's timer clock; `wall_ms` (default `now_ms`) is what LogAppendTime
         writes into the batches."""
         stamp = now_ms if wall_ms is None else wall_ms

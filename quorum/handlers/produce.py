@@ -122,7 +122,7 @@ def _append(ctx, topic: str, data, now_ms: int, peer):
         return PartitionOut(index=data.index, error_code=0, base_offset=duplicate, log_append_time_ms=-1,
                             log_start_offset=partition.log_start_offset), partition, duplicate + 1
     result = partition.log.append_as_leader(
-        _patchable(data.records), partition.leader_epoch, now_ms=now_ms,
+        data.records, partition.leader_epoch, now_ms=now_ms,
         log_append_time=partition.config.log_append_time, wall_ms=ctx.wall.at(now_ms))
     ctx.appended[partition.key] = partition
     return PartitionOut(
@@ -130,15 +130,6 @@ def _append(ctx, topic: str, data, now_ms: int, peer):
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=partition.log_start_offset,
     ), partition, result.last_offset + 1
-
-
-def _patchable(records):
-    """The batches as a buffer the append may patch (offsets, leader epoch): a request read into
-    a buffer of its own is patched where it lies (the connection hands each large frame its own
-    bytearray); a read-only one is copied."""
-    if isinstance(records, memoryview) and not records.readonly:
-        return records
-    return bytearray(records)
 
 
 def validate_records(records) -> list:
