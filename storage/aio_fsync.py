@@ -56,7 +56,11 @@ class AioFsync:
         if numbers is None or ctypes.sizeof(_Iocb) != 64:
             raise OSError(f"no native AIO on {platform.machine()}")
         self._setup, self._destroy, self._getevents, self._submit = numbers
-        self._libc = ctypes.CDLL(None, use_errno=True)
+        # PyDLL: the calls keep the GIL. Each returns at once (io_submit only queues an fsync
+        # for a kernel worker; io_getevents is asked not to wait), and a call that let the GIL go
+        # would wait up to sys.getswitchinterval() (5 ms) to have it back whenever another
+        # thread of the server wanted it (bench/README.md, (x)).
+        self._libc = ctypes.PyDLL(None, use_errno=True)
         self._libc.syscall.restype = ctypes.c_long
         self.capacity = capacity
         self.in_flight = 0

@@ -101,3 +101,15 @@ def test_it_opens_when_the_process_holds_descriptors_past_select_limit(tmp_path)
         for fd in filler + [null]:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+
+def test_submit_and_reap_keep_the_gil(aio):
+    """The loop calls submit and reap; neither waits in the kernel (io_submit only queues an
+    fsync for a kernel worker, io_getevents is asked not to wait). A ctypes call that let the
+    GIL go would wait up to the switch interval (5 ms) to have it back whenever another thread
+    of the server wanted it: measured at 5.5 ms p90 with one busy thread beside the loop
+    (bench/README.md, (x)). ctypes keeps the GIL only for a function of a PyDLL."""
+    import ctypes
+
+    assert aio._libc.syscall._flags_ & ctypes._FUNCFLAG_PYTHONAPI
