@@ -24,8 +24,15 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,bench,fuzz,spark]'
 	touch $@
 
-install: $(VENV)/.installed
-install-dev: $(VENV)/.installed-dev
+# The codecs' bytecode, compiled now rather than on a server's event loop at first use
+# (protocol/code_cache.py; a wheel install builds it too). Entries are keyed by their source, so
+# a stale cache only misses; this rebuilds it when a schema or the generator changes.
+CODEC_SOURCES := $(wildcard schemas/*.json) $(wildcard protocol/codegen_*.py) protocol/generator.py protocol/schema_model.py
+protocol/_codecs.cache: $(VENV)/.installed $(CODEC_SOURCES)
+	$(PY) -m kraftd.protocol.code_cache $@ >/dev/null
+
+install: $(VENV)/.installed protocol/_codecs.cache
+install-dev: $(VENV)/.installed-dev protocol/_codecs.cache
 
 # kcat (librdkafka 2.0) is one of the real clients the suite drives; it comes from Debian.
 tools:

@@ -9,8 +9,12 @@ wheel against the tree).
 import os
 import tomllib
 
+import subprocess
+import sys
+
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,4 +44,25 @@ _extensions = cythonize(
     [Extension("kraftd.protocol._record_walk", ["protocol/_record_walk.pyx"], optional=True)],
     language_level=3, quiet=True)
 
-setup(packages=mapped_packages(_package_dir), ext_modules=_extensions)
+
+
+class BuildPyWithCodecCache(build_py):
+    """Also compile the protocol codecs into kraftd/protocol/_codecs.cache (protocol/code_cache.py),
+    so a server never compiles one on its event loop. Run on the built tree, in a child Python
+    (the build's own, so the bytecode matches). Optional like the C walk: without the cache a
+    codec is compiled on first use, as before."""
+
+    def run(self):
+        super().run()
+        if self.editable_mode:
+            return  # `make` writes the cache into the checkout (protocol/_codecs.cache)
+        target = os.path.abspath(os.path.join(self.build_lib, "kraftd", "protocol", "_codecs.cache"))
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(self.build_lib))
+        try:
+            subprocess.run([sys.executable, "-m", "kraftd.protocol.code_cache", target], check=True, env=env,
+                           cwd=os.path.abspath(self.build_lib), stdout=subprocess.DEVNULL)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print(f"warning: no codec cache ({e}); codecs compile on first use", file=sys.stderr)
+
+
+setup(packages=mapped_packages(_package_dir), ext_modules=_extensions, cmdclass={"build_py": BuildPyWithCodecCache})

@@ -14,6 +14,7 @@ import uuid
 from operator import itemgetter
 from pathlib import Path
 
+from .code_cache import compile_source
 from .codegen_decode import DecodeEmitter
 from .codegen_encode import EncodeEmitter
 from .errors import DecodeError, EncodeError, UnsupportedVersionError
@@ -150,19 +151,22 @@ class MessageCompiler:
                                           f"{self.spec.name} v{version}")
         return fn
 
-    def compile(self, version: int) -> None:
+    def generate(self, version: int) -> tuple[str, str, "VersionContext"]:
+        """The codec source of `version`, its file name, and the context its code runs in."""
         ctx = VersionContext(self, version)
-        structs = ctx.reachable()
         chunks = []
-        for s in structs:
+        for s in ctx.reachable():
             chunks.append(DecodeEmitter(ctx, s).build())
             chunks.append(EncodeEmitter(ctx, s).build())
         chunks.extend(ctx.factories())
-        src = "\n\n".join(chunks) + "\n"
-        filename = f"<kraftd codec {self.spec.name} v{version}>"
+        return "\n\n".join(chunks) + "\n", f"<kraftd codec {self.spec.name} v{version}>", ctx
+
+    def compile(self, version: int) -> None:
+        src, filename, ctx = self.generate(version)
+        structs = ctx.reachable()
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
         ns = ctx.namespace()
-        exec(compile(src, filename, "exec"), ns)
+        exec(compile_source(src, filename), ns)
         for s in structs:
             cls = self.classes[s.name]
             cls._dec[version] = ns[f"_d_{s.name}"]
@@ -339,6 +343,11 @@ def _method_source(s: StructSpec) -> str:
             f"    return {cmp}\n")
 
 
+def method_source(cls) -> tuple[str, str]:
+    """The source of a message class's generated `__init__`/`__eq__`, and its file name."""
+    return _method_source(cls._spec), f"<kraftd class {cls.__qualname__}>"
+
+
 def _build_methods(cls) -> None:
     """Replace the lazy stubs with generated `__init__`/`__eq__` (first use of the class).
 
@@ -352,7 +361,7 @@ def _build_methods(cls) -> None:
             ns[f"_D_{f.attr}"] = d
     for name, other in cls._compiler.classes.items():
         ns[f"_C_{name}"] = other
-    exec(compile(_method_source(s), f"<kraftd class {cls.__qualname__}>", "exec"), ns)
+    exec(compile_source(*method_source(cls)), ns)
     cls.__init__ = ns["__init__"]
     cls.__eq__ = ns["__eq__"]
 

@@ -118,7 +118,8 @@ def dists(tmp_path_factory) -> dict[str, Path]:
         # The checkout's own build of the C walk (protocol/_record_walk.pyx) stays behind: the
         # build makes its own.
         shutil.copytree(ROOT / folder, src / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "_record_walk.c"))
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "_record_walk.c",
+                                                      "_codecs.cache"))
     out = work / "dist"
     _run([sys.executable, "-m", "build", "--outdir", out, src], cwd=work, timeout=BUILD_TIMEOUT_S)
     sdists, wheels = sorted(out.glob("kraftd-*.tar.gz")), sorted(out.glob("kraftd-*.whl"))
@@ -142,6 +143,7 @@ def test_sdist_holds_every_package_folder(dists):
     expected = {str(path.relative_to(ROOT)) for path in tree_files().values()} | set(BUILD_FILES)
     assert expected - names == set(), "files missing from the sdist"
     assert "protocol/_record_walk.pyx" in names, "the C walk's source is missing from the sdist"
+    assert "protocol/_codecs.cache" not in names, "the codec cache is built per install, not shipped in the sdist"
 
 
 def test_wheel_holds_the_compiled_record_walk(dists):
@@ -149,6 +151,12 @@ def test_wheel_holds_the_compiled_record_walk(dists):
     it the produce path would fall back to the Python walk silently."""
     with zipfile.ZipFile(dists["wheel"]) as whl:
         assert [n for n in whl.namelist() if re.fullmatch(r"kraftd/protocol/_record_walk\..+\.so", n)]
+
+
+def test_wheel_holds_the_codec_cache(dists):
+    """The build compiles every codec into kraftd/protocol/_codecs.cache (protocol/code_cache.py)."""
+    with zipfile.ZipFile(dists["wheel"]) as whl:
+        assert whl.getinfo("kraftd/protocol/_codecs.cache").file_size > 100_000
 
 
 # -- the installed wheel -----------------------------------------------------------------------
@@ -189,6 +197,21 @@ def test_installed_packages_come_from_the_venv(installed, outside):
 def test_installed_produce_path_uses_the_compiled_walk(installed, outside):
     probe = ("from kraftd.protocol import records, _record_walk\n"
              "assert records._records_are_well_formed is _record_walk.records_are_well_formed\n")
+    _run([installed / "python", "-c", probe], cwd=outside, timeout=60)
+
+
+def test_installed_server_compiles_no_codec(installed, outside):
+    """Every version of every message's codec, and every class's methods, come from the
+    install's cache: a server never compiles one on its event loop."""
+    probe = ("from kraftd.protocol import code_cache, messages\n"
+             "def refuse(*args, **kwargs):\n"
+             "    raise AssertionError(f'compiled {args[1]}')\n"
+             "code_cache.compile = refuse\n"
+             "for root in messages.ALL_MESSAGES.values():\n"
+             "    for version in range(root.MIN_VERSION, root.MAX_VERSION + 1):\n"
+             "        root._compiler.compile(version)\n"
+             "    for cls in root._compiler.classes.values():\n"
+             "        cls.__eq__(cls.__new__(cls), None)\n")
     _run([installed / "python", "-c", probe], cwd=outside, timeout=60)
 
 
