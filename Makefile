@@ -25,11 +25,13 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	touch $@
 
 # The codecs' bytecode, compiled now rather than on a server's event loop at first use
-# (protocol/code_cache.py; a wheel install builds it too). Entries are keyed by their source, so
-# a stale cache only misses; this rebuilds it when a schema or the generator changes.
-CODEC_SOURCES := $(wildcard schemas/*.json) $(wildcard protocol/codegen_*.py) protocol/generator.py protocol/schema_model.py
+# (protocol/code_cache.py reads it, protocol/build_code_cache.py writes it; a wheel's install
+# builds its own). Entries are keyed by their source, so a stale cache only misses; this
+# rebuilds it when a schema or the generator changes.
+CODEC_SOURCES := $(wildcard schemas/*.json) $(wildcard protocol/codegen_*.py) protocol/generator.py \
+  protocol/schema_model.py protocol/build_code_cache.py
 protocol/_codecs.cache: $(VENV)/.installed $(CODEC_SOURCES)
-	$(PY) -m kraftd.protocol.code_cache $@ >/dev/null
+	$(PY) -m kraftd.protocol.build_code_cache $@ >/dev/null
 
 install: $(VENV)/.installed protocol/_codecs.cache
 install-dev: $(VENV)/.installed-dev protocol/_codecs.cache

@@ -6,22 +6,18 @@ up to ~12 ms for one (ProduceResponse v10, Fetch v12-17). A server compiled a co
 event loop the first time a client or peer used its version, and a node that had just started
 stalled for 15-25 ms that way (bench/README.md, (v)).
 
-`pip install` (setup.py) and `make` run `build()`, which compiles every codec and every
+`pip install` (setup.py) and `make` run protocol/build_code_cache.py, which compiles every codec and every
 message class's generated methods and keeps the marshalled code objects in `_codecs.cache`
 beside this file. `compile_source` looks the code up by a hash of its file name and source, so
 an entry can never stand for other source: a schema or generator change only misses and
 compiles as before. A cache written by another Python (another bytecode magic number) is not
 read at all.
-
-    python -m kraftd.protocol.code_cache [PATH]    # (re)write the cache (default: beside this file)
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
 import marshal
-import os
-import sys
 import zlib
 from pathlib import Path
 from types import CodeType
@@ -29,7 +25,7 @@ from types import CodeType
 CACHE_FILE = Path(__file__).with_name("_codecs.cache")
 
 _entries: dict[bytes, bytes] | None = None   # loaded at the first compile
-_recording: dict[bytes, bytes] | None = None  # build() collects here
+_recording: dict[bytes, bytes] | None = None  # what compile_source compiles goes here too
 
 
 def _key(source: str, filename: str) -> bytes:
@@ -49,6 +45,12 @@ def compile_source(source: str, filename: str) -> CodeType:
     if _recording is not None:
         _recording[key] = zlib.compress(marshal.dumps(code), 6)
     return code
+
+
+def record(into: dict[bytes, bytes] | None) -> None:
+    """From now on (None: no longer) compile every source and keep its code in `into`."""
+    global _recording
+    _recording = into
 
 
 def _cached() -> dict[bytes, bytes]:
@@ -75,32 +77,3 @@ def use(path: Path | None) -> None:
     global CACHE_FILE, _entries
     CACHE_FILE = Path(path) if path is not None else Path(__file__).with_name("_codecs.cache")
     _entries = None
-
-
-def build(path: Path = CACHE_FILE) -> int:
-    """Compile every codec version of every schema and every message class's methods, and
-    write their code to `path` (atomically). Returns the number of entries."""
-    global _recording
-    from . import generator, messages
-
-    _recording = {}
-    try:
-        for root in messages.ALL_MESSAGES.values():
-            compiler = root._compiler
-            for version in range(root.MIN_VERSION, root.MAX_VERSION + 1):
-                source, filename, _ = compiler.generate(version)
-                compile_source(source, filename)
-            for cls in compiler.classes.values():
-                compile_source(*generator.method_source(cls))
-        entries = _recording
-    finally:
-        _recording = None
-    tmp = Path(f"{path}.tmp")
-    tmp.write_bytes(marshal.dumps((importlib.util.MAGIC_NUMBER, entries)))
-    os.replace(tmp, path)
-    return len(entries)
-
-
-if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else CACHE_FILE
-    print(f"{build(target)} code objects -> {target}")
