@@ -7,10 +7,9 @@ a new subpackage ships without anyone editing a list (tests/test_packaging.py ch
 wheel against the tree).
 """
 import os
-import tomllib
-
 import subprocess
 import sys
+import tomllib
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -43,7 +42,6 @@ with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
 _extensions = cythonize(
     [Extension("kraftd.protocol._record_walk", ["protocol/_record_walk.pyx"], optional=True)],
     language_level=3, quiet=True)
-
 
 
 class BuildPyWithCodecCache(build_py):
