@@ -57,10 +57,11 @@ class BuildPyWithCodecCache(build_py):
         target = os.path.abspath(os.path.join(self.build_lib, "kraftd", "protocol", "_codecs.cache"))
         env = dict(os.environ, PYTHONPATH=os.path.abspath(self.build_lib))
         try:
-            subprocess.run([sys.executable, "-m", "kraftd.protocol.build_code_cache", target], check=True, env=env,
-                           cwd=os.path.abspath(self.build_lib), stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, "-m", "kraftd.protocol.build_code_cache", target], check=True,
+                           env=env, cwd=os.path.abspath(self.build_lib), stdout=subprocess.DEVNULL)
         except (OSError, subprocess.CalledProcessError) as e:
             print(f"warning: no codec cache ({e}); codecs compile on first use", file=sys.stderr)
 
 
-setup(packages=mapped_packages(_package_dir), ext_modules=_extensions, cmdclass={"build_py": BuildPyWithCodecCache})
+setup(packages=mapped_packages(_package_dir), ext_modules=_extensions,
+      cmdclass={"build_py": BuildPyWithCodecCache})

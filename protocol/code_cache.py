@@ -8,9 +8,9 @@ stalled for 15-25 ms that way (bench/README.md, (v)).
 
 `pip install` (setup.py) and `make` run protocol/build_code_cache.py, which compiles every
 codec and every message class's generated methods and keeps the marshalled code objects in
-`_codecs.cache` beside this file (1.2 MB, read at the first compile and kept). `compile_source` looks the code up by a hash of its file name and source, so
-an entry can never stand for other source: a schema or generator change only misses and
-compiles as before. A cache written by another Python (another bytecode magic number) is not
+`_codecs.cache` beside this file (1.2 MB, read at the first compile and kept).
+`compile_source` looks the code up by a hash of its file name and source, so an entry can
+never stand for other source: a schema or generator change only misses and compiles as before. A cache written by another Python (another bytecode magic number) is not
 read at all.
 """
 from __future__ import annotations
