@@ -171,17 +171,22 @@ class Hosting:
             log.info("deleted topic %s before its logs were open", name)
             self._changes.wake([opened_key(name)])
             return
-        topic = self.topics.delete(name)
+        topic = self.topics.get(name)
         if topic is None:
             return
-        for partition in topic.partitions:
-            if partition is None:
-                continue
+        partitions = [p for p in topic.partitions if p is not None]
+        for partition in partitions:
             self._replication.remove_group(partition.key)
             self._stored_states.pop(partition.key, None)  # (a topic re-created under the name starts afresh)
             self._changes.dirty.pop(partition.key, None)
             self._snapshots.forget(partition.key)
-            partition.log.discard()
+            # The directory is renamed away before the catalog forgets the topic and removed
+            # after (each queued in that order): a crash in between leaves a `-delete`
+            # directory that startup finishes, never a directory no catalog entry owns.
+            partition.log.discard(remove=False)
+        self.topics.delete(name)
+        for partition in partitions:
+            partition.log.remove_discarded()
         log.info("deleted topic %s (%s)", name, topic.topic_id)
 
     def opening_jobs(self) -> list:

@@ -47,6 +47,28 @@ logger = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
 DELETE_SUFFIX = "-delete"  # a deleted partition's directory, until it is removed
+
+# Directories FileLog.discard has queued to rename away, and the rename's background-writes
+# sequence number: a log opened on such a directory waits for the rename first.
+_renames_pending: dict[str, int] = {}
+_renames_lock = threading.RLock()  # (re-entered when background writes run inline)
+
+
+def _rename_away(source: str, doomed: str) -> None:
+    try:
+        os.rename(source, doomed)
+    except FileNotFoundError:
+        pass
+    finally:
+        with _renames_lock:
+            _renames_pending.pop(source, None)
+
+
+def _wait_for_rename_away(directory: str) -> None:
+    with _renames_lock:
+        seq = _renames_pending.get(directory)
+    if seq is not None:
+        background_writes().wait_for(seq)
 RECOVERY_POINT_FILE = "recovery-point"
 EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 PRODUCER_SNAPSHOT_FILE = "producer-state.json"
@@ -61,6 +83,7 @@ class FileLog(PartitionLog):
         if not 0 < segment_bytes <= 0x7FFFFFFF:
             raise ValueError("segment_bytes must fit u32 index positions")
         self.dir = os.fspath(directory)
+        _wait_for_rename_away(self.dir)  # a deleted partition's directory of the same name
         os.makedirs(self.dir, exist_ok=True)
         self.segment_bytes = segment_bytes
         self.index_interval_bytes = index_interval_bytes
@@ -254,7 +277,8 @@ class FileLog(PartitionLog):
             if plan.generation == self._generation and plan.target > self._flushed:
                 self._flushed = plan.target
             flushed = self._flushed
-        self._write_recovery_point(flushed, clean=False, durable=False)
+        if not self.discarded:  # (deleted meanwhile: its directory is being renamed away)
+            self._write_recovery_point(flushed, clean=False, durable=False)
         return flushed
 
     # -- truncation, log start, retention -----------------------------------------------------
@@ -476,18 +500,31 @@ class FileLog(PartitionLog):
         return max(h.base_offset, self._log_start), h.max_timestamp, h.partition_leader_epoch
 
     # -- open / close -----------------------------------------------------------------------------
-    def discard(self) -> None:
-        """The partition is deleted: close every descriptor without writing anything, rename the
-        directory to `<dir>.<id>-delete` (one rename on the loop) and remove it in the background
-        after the catalog change queued before it. A leftover `-delete` directory is removed at
-        startup (server/data_dir_startup.py)."""
+    def discard(self, *, remove: bool = True) -> None:
+        """The partition is deleted: close every descriptor without writing anything, and queue
+        (on the background-writes thread, in order with what was queued before) the rename of
+        the directory to `<dir>.<id>-delete`, then its removal. `remove=False` queues only the
+        rename; `remove_discarded()` queues the removal later (after a catalog change queued in
+        between). A leftover `-delete` directory is finished at startup
+        (server/data_dir_startup.py).
+
+        The rename is not done on the caller's thread (the event loop): ext4 makes it wait for
+        the journal, 65 ms while other deletions' removals kept it busy (bench/README.md, (v)).
+        A FileLog opened on the same directory before the rename ran waits for it."""
         self.discarded = True
         self.abandon()
-        doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        try:
-            os.rename(self.dir, doomed)
-        except FileNotFoundError:
-            return
+        self._doomed = doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        source = self.dir
+        with _renames_lock:
+            seq = background_writes().submit(lambda: _rename_away(source, doomed))
+            if not background_writes().done(seq):
+                _renames_pending[source] = seq
+        if remove:
+            self.remove_discarded()
+
+    def remove_discarded(self) -> None:
+        """Queue the removal of the directory `discard(remove=False)` renamed away."""
+        doomed = self._doomed
         background_writes().submit(lambda: shutil.rmtree(doomed, ignore_errors=True))
 
     def close(self) -> None:

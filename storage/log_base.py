@@ -261,7 +261,11 @@ class PartitionLog(abc.ABC):
     #: reports (an offset or an error) is about files nobody owns any more.
     discarded = False
 
-    def discard(self) -> None:
-        """The partition is deleted: let go of it (a file log also removes its files)."""
+    def discard(self, *, remove: bool = True) -> None:
+        """The partition is deleted: let go of it (a file log also removes its files; with
+        `remove=False` it only moves them out of the way, and `remove_discarded()` removes them)."""
         self.discarded = True
         self.close()
+
+    def remove_discarded(self) -> None:
+        """After `discard(remove=False)`: remove what the log left (nothing here)."""

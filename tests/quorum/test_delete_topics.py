@@ -11,6 +11,7 @@ from kraftd.protocol.errors import ErrorCode
 from kraftd.protocol.records import build_batch
 from kraftd.quorum.raft.election_state import ElectionState
 from kraftd.server.election_state_file import FileElectionStore
+from kraftd.storage.background_writes import background_writes
 
 from .node_context import NodeTestContext
 
@@ -36,6 +37,7 @@ def test_delete_by_name_removes_the_files_and_frees_the_name(ctx, tmp_path):
     response = ctx.respond(m.DeleteTopicsRequest(topic_names=["gone", "never"], timeout_ms=1000), 5)
     assert [(r.name, r.error_code) for r in response.responses] == [
         ("gone", 0), ("never", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    background_writes().barrier()  # the directory is renamed and removed in the background
     assert not (Path(tmp_path) / "gone-0").exists() and not (Path(tmp_path) / "gone-1").exists()
     metadata = ctx.respond(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="gone")],
                                              allow_auto_topic_creation=False), 9)

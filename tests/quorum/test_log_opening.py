@@ -7,6 +7,7 @@ from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 from kraftd.quorum.log_opening import OpenLogsJob
 from kraftd.quorum.outcomes import Park, Respond
+from kraftd.storage.background_writes import background_writes
 
 from .node_context import NodeTestContext
 
@@ -64,6 +65,7 @@ def test_a_topic_deleted_while_its_logs_open_is_never_served(tmp_path):
     answer = _answer(ctx, outcome)
     assert answer is not None and answer.topics[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
     assert [type(j) for j in ctx.run_jobs()] == []  # never handed out: nothing opens its logs
+    background_writes().barrier()  # the directory is renamed and removed in the background
     assert ctx.node.topics.get("gone") is None and not (tmp_path / "gone-0").exists()
 
 
@@ -76,6 +78,7 @@ def test_the_logs_a_cancelled_job_opened_are_discarded(tmp_path):
     ctx.respond(m.DeleteTopicsRequest(topic_names=["late"], timeout_ms=1000), 4)
     ctx.node.on_job_done(jobs[0], ctx.now_ms)
     assert ctx.node.topics.get("late") is None
+    background_writes().barrier()  # the directory is renamed and removed in the background
     assert not (tmp_path / "late-0").exists()  # renamed away (and removed in the background)
     assert _answer(ctx, outcome).topics[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
     assert isinstance(_create(ctx, "late", partitions=1), Park)  # the name is free again
