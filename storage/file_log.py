@@ -47,6 +47,12 @@ logger = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
 DELETE_SUFFIX = "-delete"  # a deleted partition's directory, until it is removed
+RECOVERY_POINT_FILE = "recovery-point"
+EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+PRODUCER_SNAPSHOT_FILE = "producer-state.json"
+RETAINED_PRODUCERS_FILE = "producer-state-below-log-start.json"  # see PartitionLog._retained
+_RP = struct.Struct(">qBI")  # offset, clean-shutdown flag, crc32 of the first 9 bytes
+_MAX_REL = 0xFFFFFFFF
 
 # Directories FileLog.discard has queued to rename away, and the rename's background-writes
 # sequence number: a log opened on such a directory waits for the rename first.
@@ -69,12 +75,6 @@ def _wait_for_rename_away(directory: str) -> None:
         seq = _renames_pending.get(directory)
     if seq is not None:
         background_writes().wait_for(seq)
-RECOVERY_POINT_FILE = "recovery-point"
-EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
-PRODUCER_SNAPSHOT_FILE = "producer-state.json"
-RETAINED_PRODUCERS_FILE = "producer-state-below-log-start.json"  # see PartitionLog._retained
-_RP = struct.Struct(">qBI")  # offset, clean-shutdown flag, crc32 of the first 9 bytes
-_MAX_REL = 0xFFFFFFFF
 
 
 class FileLog(PartitionLog):
