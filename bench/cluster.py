@@ -56,6 +56,7 @@ import time
 from pathlib import Path
 
 from bench.common import wait_for
+from bench.servers import process_cpu_seconds
 
 if __package__ in (None, ""):  # `python bench/cluster.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -240,12 +241,6 @@ def produce_pass(bootstrap: str, topic: str, acks: str, values: list[bytes]) -> 
                 records_per_s=acked / secs, mb_per_s=nbytes * acked / n / secs / 1e6)
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all threads) so far, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_snapshot(system) -> dict:
     """CPU seconds so far: this process (the client, librdkafka's threads included) and the
     sum over the system's nodes."""
@@ -253,7 +248,7 @@ def cpu_snapshot(system) -> dict:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return dict(client=usage.ru_utime + usage.ru_stime,
-                nodes=sum(process_cpu_s(system.process(i).proc.pid) for i in system.ids))
+                nodes=sum(process_cpu_seconds(system.process(i).proc.pid) for i in system.ids))
 
 
 def measure_throughput(single, cluster, opts: dict, log) -> dict:

@@ -64,6 +64,12 @@ def port_open(port: int, timeout: float = 0.2) -> bool:
         return False
 
 
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads) so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 class ServerStartError(RuntimeError):
     pass
 
@@ -201,10 +207,9 @@ class Server:
         if not self.alive():
             return None
         try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return process_cpu_seconds(self.proc.pid)
         except OSError:
             return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         p = self.proc
