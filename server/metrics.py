@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client import GCCollector, generate_latest
+from prometheus_client import GCCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -26,6 +26,7 @@ from .loop_metrics import (LabelledCounter, LabelledHistogram, LoopCounter, Loop
                            LoopMetricsCollector)
 from .heap_freeze import FrozenHeapCollector
 from .loop_lag import LoopLagMonitor
+from .metrics_text import RowFamily, SeriesLabels, label_text, render
 from .node_api import NodeApi, NodeStatsApi
 
 log = structlog.get_logger("kraftd.metrics")
@@ -33,6 +34,7 @@ log = structlog.get_logger("kraftd.metrics")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    2.5, 5.0, 10.0, 30.0)
 PARTITION_GAUGES = ("log_start_offset", "log_end_offset", "high_watermark")
+PARTITION_LABELS = ("topic", "partition")
 
 
 SNAPSHOT_MS_BUCKETS = (10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 300_000)
@@ -188,19 +190,16 @@ class NodeCollector(Collector):
         node = self._get_node()
         if node is None:
             return
-        families = {name: GaugeMetricFamily(f"kraftd_{name}", f"Partition {name}",
-                                            labels=["topic", "partition"])
-                    for name in PARTITION_GAUGES}
         stats = node.stats
-        for p in stats.partition_offsets():
-            labels = [str(p["topic"]), str(p["partition"])]
-            for name in PARTITION_GAUGES:
-                if name in p:
-                    families[name].add_metric(labels, p[name])
-        yield from families.values()
-        yield from _snapshot_families(stats)
+        labels_of = _PartitionLabels()
+        offsets = stats.partition_offsets()
+        labels = [labels_of(p["topic"], p["partition"]) for p in offsets]
+        for name in PARTITION_GAUGES:
+            yield RowFamily(f"kraftd_{name}", f"Partition {name}",
+                            [(series, p[name]) for series, p in zip(labels, offsets) if name in p])
+        yield from _snapshot_families(stats, labels_of)
         yield from _fetch_session_families(stats)
-        yield from self._cluster_families(stats)
+        yield from self._cluster_families(stats, labels_of)
         yield from self._group_families(stats)
         for key, value in stats.metrics_values().items():
             if key.endswith("_total"):
@@ -208,15 +207,12 @@ class NodeCollector(Collector):
             else:
                 yield GaugeMetricFamily(f"kraftd_{key}", key, value=value)
 
-    def _cluster_families(self, stats: NodeStatsApi) -> Iterable:
+    def _cluster_families(self, stats: NodeStatsApi, labels_of: _PartitionLabels) -> Iterable:
         s = stats.cluster_stats()
         for key, doc in CLUSTER_GAUGES.items():
             yield GaugeMetricFamily(f"kraftd_{key}", doc, value=s[key])
-        epoch = GaugeMetricFamily("kraftd_leader_epoch", "Leader epoch of the partition as this node knows it",
-                                  labels=["topic", "partition"])
-        for p in s["partitions"]:
-            epoch.add_metric([str(p["topic"]), str(p["partition"])], p["leader_epoch"])
-        yield epoch
+        yield RowFamily("kraftd_leader_epoch", "Leader epoch of the partition as this node knows it",
+                        [(labels_of(p["topic"], p["partition"]), p["leader_epoch"]) for p in s["partitions"]])
         elections, commits = stats.drain_raft_latencies()
         for value in elections:
             self.raft_election_ms.observe(value)
@@ -256,19 +252,30 @@ class NodeCollector(Collector):
         yield fam
 
 
-def _snapshot_families(stats: NodeStatsApi) -> Iterable:
-    lag = GaugeMetricFamily("kraftd_snapshot_lag", "Offsets between the latest snapshot and the HW",
-                            labels=["topic", "partition"])
-    size = GaugeMetricFamily("kraftd_snapshot_size_bytes", "Size of the latest snapshot",
-                             labels=["topic", "partition"])
-    end = GaugeMetricFamily("kraftd_snapshot_end_offset", "End offset of the latest snapshot",
-                            labels=["topic", "partition"])
+class _PartitionLabels:
+    """A scrape's {topic, partition} label sets, one per partition, shared by its families."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, int], SeriesLabels] = {}
+
+    def __call__(self, topic: str, partition: int) -> SeriesLabels:
+        labels = self._made.get((topic, partition))
+        if labels is None:
+            labels = self._made[(topic, partition)] = SeriesLabels(
+                PARTITION_LABELS, (topic, str(partition)), f'{{topic="{label_text(topic)}",partition="{partition}"}}')
+        return labels
+
+
+def _snapshot_families(stats: NodeStatsApi, labels_of: _PartitionLabels) -> Iterable:
+    lag = RowFamily("kraftd_snapshot_lag", "Offsets between the latest snapshot and the HW")
+    size = RowFamily("kraftd_snapshot_size_bytes", "Size of the latest snapshot")
+    end = RowFamily("kraftd_snapshot_end_offset", "End offset of the latest snapshot")
     for p in stats.snapshot_stats():
-        labels = [str(p["topic"]), str(p["partition"])]
-        lag.add_metric(labels, p["lag"])
-        size.add_metric(labels, p["size_bytes"])
+        labels = labels_of(p["topic"], p["partition"])
+        lag.add(labels, p["lag"])
+        size.add(labels, p["size_bytes"])
         if p.get("latest") is not None:
-            end.add_metric(labels, p["latest"].end_offset)
+            end.add(labels, p["latest"].end_offset)
     yield from (lag, size, end)
 
 
@@ -341,7 +348,7 @@ class MetricsHttpServer:
         if method not in (b"GET", b"HEAD"):
             return b"405 Method Not Allowed", text, b"method not allowed\n"
         if path == b"/metrics":
-            return b"200 OK", CONTENT_TYPE_LATEST.encode(), generate_latest(self._registry)
+            return b"200 OK", CONTENT_TYPE_LATEST.encode(), render(self._registry)
         if path == b"/healthz":
             if self._is_healthy():
                 return b"200 OK", text, b"ok\n"

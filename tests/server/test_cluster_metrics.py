@@ -1,7 +1,7 @@
 """Cluster metrics: node.stats.cluster_stats() and .drain_raft_latencies(), read at scrape time."""
 from __future__ import annotations
 
-from prometheus_client import generate_latest
+from kraftd.server.metrics_text import render
 from prometheus_client.parser import text_string_to_metric_families
 
 from kraftd.server.metrics import RAFT_MS_BUCKETS, ServerMetrics
@@ -48,7 +48,7 @@ def watched(node) -> ServerMetrics:
 
 def scrape(metrics: ServerMetrics) -> tuple[str, dict[tuple, float]]:
     """The exposition text and its samples {(name, sorted label pairs): value}."""
-    text = generate_latest(metrics.registry).decode()
+    text = render(metrics.registry).decode()
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
     return text, samples
@@ -68,7 +68,7 @@ def test_cluster_gauges_appear_with_their_values():
 def test_leader_epoch_is_per_partition_with_the_offset_gauges_labels():
     text, samples = scrape(watched(ClusterFakeNode({})))
 
-    assert 'kraftd_leader_epoch{partition="0",topic="__cluster_metadata"} 7.0' in text
+    assert 'kraftd_leader_epoch{topic="__cluster_metadata",partition="0"} 7\n' in text
     assert samples[("kraftd_leader_epoch", (("partition", "0"), ("topic", "orders")))] == 4
     assert samples[("kraftd_leader_epoch", (("partition", "1"), ("topic", "orders")))] == 5
     # The same label names as the existing per-partition offset gauges.
