@@ -26,7 +26,6 @@ import struct
 import shutil
 import threading
 import uuid
-import weakref
 import zlib
 
 from ..protocol.errors import CorruptRecordError
@@ -96,7 +95,6 @@ class FileLog(PartitionLog):
         self.cache_replicated = False
         self._lock = threading.Lock()
         self._rp_fd: int | None = None  # the recovery-point file, kept open for in-place writes
-        self._rp_closer: weakref.finalize | None = None  # closes it if the log is never closed
         self._dirty: dict[int, LogSegment] = {}
         self._dir_dirty = False
         self._new_dir = False
@@ -637,7 +635,7 @@ class FileLog(PartitionLog):
         self._write_recovery_point(self._leo, clean=False, durable=not fresh)
         report.segments = len(self._segments)
         report.log_start_offset, report.log_end_offset = self._log_start, self._leo
-        return report
+        return report.settle()
 
     def _tail_ok(self, seg: LogSegment) -> bool:
         """Clean shutdown: the active segment must end exactly at a batch boundary."""
@@ -700,13 +698,16 @@ class FileLog(PartitionLog):
         with self._lock:
             if self._rp_fd is None:
                 self._rp_fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-                self._rp_closer = weakref.finalize(self, os.close, self._rp_fd)
             os.pwrite(self._rp_fd, data, 0)
 
     def _close_recovery_point(self) -> None:
-        if self._rp_fd is not None:
-            self._rp_fd = None
-            self._rp_closer()
+        fd, self._rp_fd = self._rp_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:  # (a log never closed; not a weakref.finalize: see LogSegment)
+        if getattr(self, "_rp_fd", None) is not None:
+            self._close_recovery_point()
 
     def __repr__(self) -> str:
         return f"FileLog({self.dir!r}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"

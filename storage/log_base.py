@@ -56,16 +56,24 @@ class RecoveryReport:
     """What opening a FileLog found and repaired (the caller logs it)."""
 
     segments: int = 0
-    segments_scanned: list[int] = field(default_factory=list)  # base offsets fully scanned
-    indexes_rebuilt: list[int] = field(default_factory=list)
+    segments_scanned: list[int] | tuple[int, ...] = field(default_factory=list)  # base offsets fully scanned
+    indexes_rebuilt: list[int] | tuple[int, ...] = field(default_factory=list)
     truncated_segment: int | None = None  # base offset of the segment cut at a torn/corrupt batch
     truncated_at_position: int | None = None
     truncated_bytes: int = 0
     truncation_reason: str | None = None
-    deleted_segments: list[int] = field(default_factory=list)  # after a corrupt one
+    deleted_segments: list[int] | tuple[int, ...] = field(default_factory=list)  # after a corrupt one
     log_start_offset: int = 0
     log_end_offset: int = 0
     clean_shutdown: bool = False
+
+    def settle(self) -> "RecoveryReport":
+        """The lists as tuples, once recovery is done: a tuple of ints is not tracked by the
+        garbage collector, and every open log keeps its report."""
+        self.segments_scanned = tuple(self.segments_scanned)
+        self.indexes_rebuilt = tuple(self.indexes_rebuilt)
+        self.deleted_segments = tuple(self.deleted_segments)
+        return self
 
     @property
     def truncated(self) -> bool:

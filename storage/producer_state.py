@@ -118,7 +118,9 @@ class ProducerStateTable:
         self._producers: dict[int, ProducerEntry] = {}
         # Producers with a batch since the last expire_idle(): stamped with its time there, so
         # the table needs no clock of its own (the node's time is the only one, sans-IO).
-        self._touched: set[int] = set()
+        # (a dict of None, not a set: a dict of ints is never tracked by the garbage collector,
+        # a set always is; two tables a partition)
+        self._touched: dict[int, None] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -174,7 +176,7 @@ class ProducerStateTable:
         if entry is None or producer_epoch > entry.producer_epoch:
             entry = self._producers[producer_id] = ProducerEntry(producer_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
-        self._touched.add(producer_id)
+        self._touched[producer_id] = None
         if not is_control and first_seq != NO_SEQUENCE:
             entry.batches.append(batch)
 
@@ -220,7 +222,7 @@ class ProducerStateTable:
                 continue
             out._producers[pid] = new
             if pid in self._touched:
-                out._touched.add(pid)
+                out._touched[pid] = None
         return out
 
     def copy(self) -> "ProducerStateTable":
@@ -250,7 +252,7 @@ class ProducerStateTable:
             entry.batches.extend(BatchMetadata(*b) for b in e["batches"])
             table._producers[int(pid)] = entry
             if entry.last_seen_ms < 0:
-                table._touched.add(int(pid))  # active before the shutdown: stamped at the next check
+                table._touched[int(pid)] = None  # active before the shutdown: stamped at the next check
         return table
 
 

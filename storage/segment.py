@@ -24,7 +24,6 @@ import mmap
 import os
 import struct
 import sys
-import weakref
 from array import array
 from bisect import bisect_right, bisect_left
 from typing import Iterator
@@ -83,6 +82,8 @@ def _close_fd(fd: int) -> None:
 
 
 class LogSegment:
+    _fd_open = False  # (until __init__ opened the file: __del__ then has nothing to close)
+
     def __init__(self, directory: str, base_offset: int, *, create: bool = False,
                  index_interval_bytes: int = 4096, use_mmap: bool = True, path: str | None = None):
         self.directory = directory
@@ -91,8 +92,9 @@ class LogSegment:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
         # Closed when the last reference (the log or an in-flight FileRegion) goes away, so a
-        # region handed to sendfile can never see a recycled fd number.
-        self._finalizer = weakref.finalize(self, _close_fd, self.fd)
+        # region handed to sendfile can never see a recycled fd number (`__del__`, not a
+        # weakref.finalize: that is three more objects a partition for every full collection).
+        self._fd_open = True
         self.size = os.fstat(self.fd).st_size
         self.index_interval_bytes = index_interval_bytes
         self.use_mmap = use_mmap
@@ -105,10 +107,13 @@ class LogSegment:
 
     # -- indexes --------------------------------------------------------------------------
     def reset_indexes(self) -> None:
-        self.idx_rel = array("I")
-        self.idx_pos = array("I")
-        self.time_ts = array("q")
-        self.time_rel = array("I")
+        # Arrays from the first entry on; until then the shared empty tuple (most partitions'
+        # active segments have no entry, and an array is one more object for every full
+        # garbage collection to visit).
+        self.idx_rel: array | tuple = ()
+        self.idx_pos: array | tuple = ()
+        self.time_ts: array | tuple = ()
+        self.time_rel: array | tuple = ()
         self.bytes_since_index = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # base offset of the batch holding max_timestamp
@@ -133,6 +138,8 @@ class LogSegment:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = base_offset
         if self.bytes_since_index >= self.index_interval_bytes:
+            if not self.idx_rel:
+                self.idx_rel, self.idx_pos = array("I"), array("I")
             self.idx_rel.append(base_offset - self.base_offset)
             self.idx_pos.append(pos)
             self._maybe_time_entry()
@@ -141,14 +148,17 @@ class LogSegment:
 
     def _maybe_time_entry(self) -> None:
         if self.max_timestamp >= 0 and (not self.time_ts or self.max_timestamp > self.time_ts[-1]):
+            if not self.time_ts:
+                self.time_ts, self.time_rel = array("q"), array("I")
             self.time_ts.append(self.max_timestamp)
             self.time_rel.append(self.offset_of_max_timestamp - self.base_offset)
 
     def write_index_files(self) -> None:
         n = len(self.idx_rel)
         both = array("I", bytes(8 * n))
-        both[0::2] = self.idx_rel
-        both[1::2] = self.idx_pos
+        if n:
+            both[0::2] = self.idx_rel
+            both[1::2] = self.idx_pos
         if sys.byteorder == "little":
             both.byteswap()
         _write_file(segment_path(self.directory, self.base_offset, ".index"), both.tobytes())
@@ -423,7 +433,22 @@ class LogSegment:
 
     def close(self) -> None:
         self._map = None
-        self._finalizer()
+        self._release_fd()
+
+    def _release_fd(self) -> None:
+        if self._fd_open:
+            self._fd_open = False
+            _close_fd(self.fd)
+
+    def __del__(self) -> None:
+        self._release_fd()
+
+    def __copy__(self) -> "LogSegment":
+        """The same segment without owning its fd (the original closes it)."""
+        other = object.__new__(LogSegment)
+        other.__dict__.update(self.__dict__)
+        other._fd_open = False
+        return other
 
     def __repr__(self) -> str:
         return f"LogSegment({self.base_offset}, size={self.size}, sealed={self.sealed})"

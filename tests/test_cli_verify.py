@@ -106,7 +106,7 @@ def test_a_flipped_byte_in_record_data_is_a_crc_finding_at_its_batch(tmp_path, c
     # After a clean shutdown startup trusts sealed segments: it would not notice. So says the finding.
     assert line.endswith("startup does not rescan this segment (clean shutdown), so the node would keep and serve it")
     report = FileLog(tmp_path / "d" / NAME).recovery_report
-    assert report.segments_scanned == [] and report.truncated_segment is None
+    assert report.segments_scanned == () and report.truncated_segment is None
 
 
 def test_the_audit_and_recovery_agree_on_where_a_segment_goes_bad(tmp_path, capsys):
