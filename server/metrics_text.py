@@ -19,6 +19,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from ..quorum.snapshots.state_machine import collector_paused
+
 
 def label_text(value: str) -> str:
     """A label value escaped for the text format (Kafka's topic names never need it)."""
@@ -78,9 +80,14 @@ class _Families:
 
 
 def render(registry) -> bytes:
-    """The Prometheus text format of everything `registry` collects (as `generate_latest`)."""
+    """The Prometheus text format of everything `registry` collects (as `generate_latest`).
+
+    The collector is paused meanwhile: a scrape of 1,000 partitions allocates ~15,000 objects,
+    all freed by reference counting when it ends; their count alone would start collections
+    inside the scrape, now and then the full one (17-20 ms more at 1,000 partitions)."""
     rows: list[RowFamily] = []
     others: list[Metric] = []
-    for family in registry.collect():
-        (rows if isinstance(family, RowFamily) else others).append(family)
-    return generate_latest(_Families(others)) + "".join(f.text() for f in rows).encode()
+    with collector_paused():
+        for family in registry.collect():
+            (rows if isinstance(family, RowFamily) else others).append(family)
+        return generate_latest(_Families(others)) + "".join(f.text() for f in rows).encode()

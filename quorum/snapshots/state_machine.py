@@ -111,17 +111,19 @@ class PreparedState:
 
     @classmethod
     def of(cls, items, last_timestamp: int) -> "PreparedState":
-        with _collector_paused():
+        with collector_paused():
             return cls(dict(items), last_timestamp)
 
 
 @contextmanager
-def _collector_paused():
-    """Loading millions of long-lived objects: the cyclic GC would rescan them over and over
-    (about half the load time), so it is paused while they are decoded. No gc.freeze()
-    afterwards: it moved every object alive at that moment, the process's reference cycles
-    included, into a generation the collector never scans, so they were never freed (a leak on
-    every snapshot load: startup, every follower install)."""
+def collector_paused():
+    """The cyclic GC paused for a block that allocates many objects and makes no cycles.
+    Loading millions of long-lived objects: the collector would rescan them over and over
+    (about half the load time), so it is paused while they are decoded (the /metrics scrape
+    pauses it too: server/metrics_text.py). No gc.freeze() afterwards: it moved every object
+    alive at that moment, the process's reference cycles included, into a generation the
+    collector never scans, so they were never freed (a leak on every snapshot load: startup,
+    every follower install)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
