@@ -182,6 +182,7 @@ class NodeCollector(Collector):
         self.raft_election_ms = LoopHistogram(RAFT_MS_BUCKETS)
         self.raft_commit_ms = LoopHistogram(RAFT_MS_BUCKETS)
         self.coordinator_load_ms = LoopHistogram(SNAPSHOT_MS_BUCKETS)
+        self._labels = _PartitionLabels()
 
     def describe(self) -> Iterable:
         return []  # dynamic: don't call collect() at registration (the node may not exist yet)
@@ -191,7 +192,7 @@ class NodeCollector(Collector):
         if node is None:
             return
         stats = node.stats
-        labels_of = _PartitionLabels()
+        labels_of = self._labels = _PartitionLabels(self._labels.made)
         offsets = stats.partition_offsets()
         labels = [labels_of(p["topic"], p["partition"]) for p in offsets]
         for name in PARTITION_GAUGES:
@@ -253,16 +254,22 @@ class NodeCollector(Collector):
 
 
 class _PartitionLabels:
-    """A scrape's {topic, partition} label sets, one per partition, shared by its families."""
+    """{topic, partition} label sets, one per partition, shared by a scrape's families and kept
+    for the next scrape (only those of partitions the scrape met)."""
 
-    def __init__(self) -> None:
-        self._made: dict[tuple[str, int], SeriesLabels] = {}
+    def __init__(self, kept: dict[tuple[str, int], SeriesLabels] | None = None) -> None:
+        self._kept = kept or {}
+        self.made: dict[tuple[str, int], SeriesLabels] = {}
 
     def __call__(self, topic: str, partition: int) -> SeriesLabels:
-        labels = self._made.get((topic, partition))
+        key = (topic, partition)
+        labels = self.made.get(key)
         if labels is None:
-            labels = self._made[(topic, partition)] = SeriesLabels(
-                PARTITION_LABELS, (topic, str(partition)), f'{{topic="{label_text(topic)}",partition="{partition}"}}')
+            labels = self._kept.get(key)
+            if labels is None:
+                labels = SeriesLabels(PARTITION_LABELS, (topic, str(partition)),
+                                      f'{{topic="{label_text(topic)}",partition="{partition}"}}')
+            self.made[key] = labels
         return labels
 
 

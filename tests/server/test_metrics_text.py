@@ -77,3 +77,28 @@ def test_a_row_family_takes_rows_only_through_add():
         pass
     else:
         raise AssertionError("samples assigned")
+
+
+def test_label_sets_kept_between_scrapes_are_only_those_of_partitions_still_here(tmp_path):
+    from kraftd.protocol import messages as m
+    from kraftd.server.metrics import NodeCollector
+
+    ctx = NodeTestContext.builder(tmp_path).build()
+    for name in ("kept", "gone"):
+        ctx.create_topic(name, 2)
+    ctx.run_jobs()
+    ctx.flush()
+    collector = NodeCollector(lambda: ctx.node)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    first = samples(render(registry))
+    assert ("kraftd_log_end_offset", (("partition", "1"), ("topic", "gone"))) in first
+
+    ctx.deliver(m.DeleteTopicsRequest(topic_names=["gone"], timeout_ms=1000), 4)
+    ctx.run_jobs()
+    ctx.flush()
+    second = samples(render(registry))
+
+    assert not [k for k in second if ("topic", "gone") in k[1]]
+    assert ("kraftd_log_end_offset", (("partition", "1"), ("topic", "kept"))) in second
+    assert {topic for topic, _ in collector._labels.made} == {"kept"}
