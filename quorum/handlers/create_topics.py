@@ -82,12 +82,19 @@ class _UntilServed:
         self.response = response
         self.opening = opening
         self.deadline_ms = deadline_ms
+        self._served = 0  # opening[:_served] are no longer pending (a topic never is again)
 
     def watch_keys(self):
         return [opened_key(p.name) for p in self.opening]
 
     def try_complete(self, now_ms: int):
-        if any(self.topics.pending(p.name) is p for p in self.opening):
+        # (woken once per topic served: scanning on from the first still pending keeps a
+        # CreateTopics of N topics O(N), not O(N²), on the loop)
+        opening, n = self.opening, self._served
+        while n < len(opening) and self.topics.pending(opening[n].name) is not opening[n]:
+            n += 1
+        self._served = n
+        if n < len(opening):
             return None
         for pending in self.opening:
             served = self.topics.get(pending.name)
