@@ -608,7 +608,6 @@ def build_batch(records: Iterable, *, base_offset: int = 0,
     or bytes; a None timestamp means -1. base_timestamp is the first record's timestamp,
     max_timestamp the largest. Raises ValueError for an empty batch."""
     body = bytearray()
-    rec = bytearray()
     base_ts = None
     max_ts = NO_TIMESTAMP
     n = 0
@@ -623,21 +622,7 @@ def build_batch(records: Iterable, *, base_offset: int = 0,
             base_ts = ts
         if ts > max_ts:
             max_ts = ts
-        rec.clear()
-        rec += b"\x00"  # record attributes
-        _wv(rec, ts - base_ts)
-        _wv(rec, n)
-        _write_bytes(rec, key)
-        _write_bytes(rec, value)
-        if headers:
-            _wv(rec, len(headers))
-            for hk, hv in headers:
-                _write_bytes(rec, hk.encode() if isinstance(hk, str) else hk)
-                _write_bytes(rec, hv)
-        else:
-            rec += b"\x00"
-        _wv(body, len(rec))
-        body += rec
+        append_record(body, ts - base_ts, n, key, value, headers)
         n += 1
     if n == 0:
         raise ValueError("a record batch needs at least one record")
@@ -648,10 +633,39 @@ def build_batch(records: Iterable, *, base_offset: int = 0,
         attrs |= _TRANSACTIONAL_BIT
     if is_control:
         attrs |= _CONTROL_BIT
-    payload = compress(compression, body, level=compression_level) if attrs & 7 else bytes(body)
+    return batch_bytes(body, attrs, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+                       last_offset_delta=n - 1, base_timestamp=base_ts, max_timestamp=max_ts,
+                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       count=n, compression_level=compression_level)
+
+
+def append_record(body: bytearray, timestamp_delta: int, offset_delta: int, key, value, headers) -> None:
+    """One record (attributes 0) onto `body`, length-prefixed."""
+    rec = bytearray(b"\x00")  # record attributes
+    _wv(rec, timestamp_delta)
+    _wv(rec, offset_delta)
+    _write_bytes(rec, key)
+    _write_bytes(rec, value)
+    if headers:
+        _wv(rec, len(headers))
+        for hk, hv in headers:
+            _write_bytes(rec, hk.encode() if isinstance(hk, str) else hk)
+            _write_bytes(rec, hv)
+    else:
+        rec += b"\x00"
+    _wv(body, len(rec))
+    body += rec
+
+
+def batch_bytes(body, attrs: int, *, base_offset: int, partition_leader_epoch: int, last_offset_delta: int,
+                base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+                base_sequence: int, count: int, compression_level: int | None = None) -> bytes:
+    """A whole batch: the header, then the records section `body` compressed with the codec in
+    `attrs`, with its CRC32C."""
+    payload = compress(attrs & _COMPRESSION_MASK, body, level=compression_level) if attrs & 7 else bytes(body)
     header = bytearray(_HEADER.pack(
         base_offset, _MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, MAGIC, 0, attrs,
-        n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n))
+        last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count))
     crc = _crc_extend(_crc_value(bytes(header[_ATTR_OFFSET:])), payload)
     _pack_u32(header, _CRC_OFFSET, crc)
     return bytes(header) + payload

@@ -61,7 +61,7 @@ class Housekeeping:
         wall_ms = self._wall.at(now_ms)  # retention.ms is measured against record timestamps
         for partition in self._topics.partitions():
             cfg = partition.config
-            if cfg.cleanup_policy != "delete" or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
+            if not cfg.deletes or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
                 continue
             if not partition.is_leader:
                 continue  # followers take the leader's log start as they fetch

@@ -5,7 +5,12 @@ from dataclasses import dataclass
 
 from .node_config import NodeConfig
 
-CLEANUP_POLICIES = ("delete", "snapshot")
+CLEANUP_POLICIES = ("delete", "snapshot", "compact", "compact,delete")
+LONG_MAX = 2**63 - 1
+# Kafka's topic-level defaults for the log cleaner and for rolling segments by time.
+MIN_CLEANABLE_DIRTY_RATIO = 0.5
+DELETE_RETENTION_MS = 24 * 3600 * 1000
+SEGMENT_MS = 7 * 24 * 3600 * 1000
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
@@ -24,6 +29,11 @@ class TopicConfig:
     snapshot_min_changed_records_ratio: float
     snapshot_max_bytes_between: int
     snapshot_start_offset_lag_time_max_ms: int
+    min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = DELETE_RETENTION_MS
+    segment_ms: int = SEGMENT_MS
 
     @property
     def log_append_time(self) -> bool:
@@ -32,6 +42,16 @@ class TopicConfig:
     @property
     def is_snapshot_policy(self) -> bool:
         return self.cleanup_policy == "snapshot"
+
+    @property
+    def is_compacted(self) -> bool:
+        """cleanup.policy=compact or compact,delete: the log cleaner keeps the latest record per key."""
+        return self.cleanup_policy.startswith("compact")
+
+    @property
+    def deletes(self) -> bool:
+        """Retention (retention.ms, retention.bytes) applies: delete or compact,delete."""
+        return self.cleanup_policy.endswith("delete")
 
     @classmethod
     def defaults(cls, node: NodeConfig) -> "TopicConfig":
@@ -97,9 +117,15 @@ def _ratio(raw: str) -> float:
 
 
 def _cleanup_policy(raw: str) -> str:
-    if raw == "compact" or "compact" in raw.split(","):
-        raise ValueError("compaction is not supported; use 'snapshot' (KIP-630) or 'delete'")
-    return _choice(CLEANUP_POLICIES)(raw)
+    """Kafka's list form: "compact,delete" in either order (spaces allowed) is both."""
+    parts = sorted({p.strip() for p in raw.lower().split(",")})
+    if parts == ["compact", "delete"]:
+        return "compact,delete"
+    if len(parts) != 1 or parts[0] not in CLEANUP_POLICIES:
+        raise ValueError(f"must be one of {', '.join(CLEANUP_POLICIES)}")
+    if parts[0] == "snapshot" and raw.strip().lower() != "snapshot":
+        raise ValueError("snapshot cannot be combined with another policy")
+    return parts[0]
 
 
 _KNOWN = {
@@ -112,4 +138,9 @@ _KNOWN = {
     "metadata.snapshot.min.changed_records.ratio": ("snapshot_min_changed_records_ratio", _ratio),
     "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_bytes_between", _int_at_least(1)),
     "metadata.start.offset.lag.time.max.ms": ("snapshot_start_offset_lag_time_max_ms", _int_at_least(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int_at_least(0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int_at_least(1)),
+    "delete.retention.ms": ("delete_retention_ms", _int_at_least(0)),
+    "segment.ms": ("segment_ms", _int_at_least(1)),
 }

@@ -57,7 +57,8 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config:
 
     def open_log(topic: str, index: int, topic_config: TopicConfig):
         return FileLog(data_dir / f"{topic}-{index}", segment_bytes=topic_config.segment_bytes,
-                       index_interval_bytes=config.index_interval_bytes)
+                       index_interval_bytes=config.index_interval_bytes, segment_ms=topic_config.segment_ms,
+                       compacted=topic_config.is_compacted)
 
     storage = NodeStorage(catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                           producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,

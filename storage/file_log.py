@@ -33,6 +33,9 @@ from ..protocol.records import decode_records
 
 from .atomic_file import atomic_write, fsync_dir
 from .background_writes import background_writes
+from .cleaner import CleaningPlan, finish_swaps
+from .cleaning import CLEANER_CHECKPOINT_FILE, Cleanable, cleanable, commit_cleaning, plan_cleaning, \
+    read_cleaner_checkpoint
 from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
@@ -78,13 +81,18 @@ def _wait_for_rename_away(directory: str) -> None:
 
 class FileLog(PartitionLog):
     def __init__(self, directory, *, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
-                 use_mmap: bool = True, recovery_checks_crc: bool = True):
+                 use_mmap: bool = True, recovery_checks_crc: bool = True, segment_ms: int | None = None,
+                 compacted: bool = False):
         if not 0 < segment_bytes <= 0x7FFFFFFF:
             raise ValueError("segment_bytes must fit u32 index positions")
         self.dir = os.fspath(directory)
         _wait_for_rename_away(self.dir)  # a deleted partition's directory of the same name
         os.makedirs(self.dir, exist_ok=True)
         self.segment_bytes = segment_bytes
+        # segment.ms: a batch whose largest timestamp is more than this past the active segment's
+        # first batch's starts a new segment (Kafka's rule; None: size alone decides).
+        self.segment_ms = segment_ms
+        self.gaps_allowed = compacted
         self.index_interval_bytes = index_interval_bytes
         self.use_mmap = use_mmap
         # False only to plant a bug (the simulation's BugSwitches.recovery_keeps_torn_batch):
@@ -109,6 +117,7 @@ class FileLog(PartitionLog):
         self.producer_state = ProducerStateTable()
         self._retained = ProducerStateTable()
         self._retained_offset = 0
+        self.cleaner_checkpoint = 0  # compacted logs: where the dirty part starts (storage/cleaning.py)
         self.recovery_report = self._open()
 
     # -- properties ---------------------------------------------------------------------------
@@ -124,7 +133,8 @@ class FileLog(PartitionLog):
     def _write(self, buf, placed, *, cold: bool = False) -> None:
         last = placed[-1][1].last_offset
         seg = self._segments[-1]
-        if seg.size and (seg.size + len(buf) > self.segment_bytes or last - seg.base_offset > _MAX_REL):
+        if seg.size and (seg.size + len(buf) > self.segment_bytes or last - seg.base_offset > _MAX_REL
+                         or self._aged(seg, placed)):
             seg = self._roll()
         start = seg.size
         seg.append(buf, placed)
@@ -135,6 +145,12 @@ class FileLog(PartitionLog):
             self._leo = last + 1
             if cold and seg.cold_from is None:
                 seg.cold_from = start
+
+    def _aged(self, seg: LogSegment, placed) -> bool:
+        if self.segment_ms is None:
+            return False
+        first = seg.rolling_timestamp()
+        return first >= 0 and max(h.max_timestamp for _, h in placed) - first > self.segment_ms
 
     def _roll(self) -> LogSegment:
         self._segments[-1].seal()
@@ -172,13 +188,17 @@ class FileLog(PartitionLog):
                 i += 1
                 continue
             start, h = seg.lookup(offset)
+            if h is None and i + 1 < nseg and seg_end <= limit:
+                offset = seg_end  # nothing left in this segment (a compacted log's gap): the next
+                i += 1
+                continue
             if h is None or h.last_offset >= limit:
                 break  # a batch reaching max_offset is never returned
             if first < 0:
                 first = h.base_offset
             if limit < seg_end:
                 end_pos, hl = seg.lookup(limit)
-                end_next, last_segment = hl.base_offset, True
+                end_next, last_segment = (hl.base_offset if hl is not None else limit), True
             else:
                 end_pos, end_next, last_segment = seg.size, seg_end, False
             budget = max_bytes - total
@@ -391,7 +411,9 @@ class FileLog(PartitionLog):
 
         n_time = 0
         if retention_ms >= 0:
-            while n_time < nseg and segs[n_time].size and end(n_time) <= upper:
+            # (An empty segment counts only if it is not the active one: a compacted log's cleaner
+            # may leave an empty sealed segment.)
+            while n_time < nseg and (segs[n_time].size or n_time + 1 < nseg) and end(n_time) <= upper:
                 largest = segs[n_time].max_timestamp
                 if largest < 0:
                     largest = int(os.fstat(segs[n_time].fd).st_mtime * 1000)
@@ -401,7 +423,7 @@ class FileLog(PartitionLog):
         n_bytes = 0
         if retention_bytes >= 0:
             excess = self.size_in_bytes - retention_bytes
-            while n_bytes < nseg and segs[n_bytes].size and end(n_bytes) <= upper \
+            while n_bytes < nseg and (segs[n_bytes].size or n_bytes + 1 < nseg) and end(n_bytes) <= upper \
                     and excess - segs[n_bytes].size >= 0:
                 excess -= segs[n_bytes].size
                 n_bytes += 1
@@ -465,6 +487,16 @@ class FileLog(PartitionLog):
         if self.discarded:
             return  # the partition was deleted meanwhile: its directory is gone or going
         atomic_write(os.path.join(self.dir, LOG_START_FILE), f"{offset}\n".encode())
+
+    # -- compaction (storage/cleaning.py, storage/cleaner.py) -----------------------------------
+    def cleanable(self, *, max_offset: int, now_ms: int, min_lag_ms: int) -> Cleanable | None:
+        return cleanable(self, max_offset=max_offset, now_ms=now_ms, min_lag_ms=min_lag_ms)
+
+    def plan_cleaning(self, range_: Cleanable, **settings) -> CleaningPlan:
+        return plan_cleaning(self, range_, **settings)
+
+    def commit_cleaning(self, plan: CleaningPlan) -> bool:
+        return commit_cleaning(self, plan)
 
     # -- timestamps -----------------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
@@ -552,9 +584,14 @@ class FileLog(PartitionLog):
 
     def _open(self) -> RecoveryReport:
         report = RecoveryReport()
+        cleaner_files = False
         for name in os.listdir(self.dir):
             if name.endswith((".tmp", ".trunc")):
                 os.unlink(os.path.join(self.dir, name))
+            cleaner_files |= name.endswith((".swap", ".cleaned", CLEANER_CHECKPOINT_FILE))
+        if cleaner_files:
+            report.swaps_finished = finish_swaps(self.dir)
+            self.cleaner_checkpoint = read_cleaner_checkpoint(self.dir)
         log_start = _read_int_file(os.path.join(self.dir, LOG_START_FILE))
         rp, clean = self._read_recovery_point()
         report.clean_shutdown = clean
@@ -583,12 +620,13 @@ class FileLog(PartitionLog):
                     continue
                 report.indexes_rebuilt.append(seg.base_offset)
             report.segments_scanned.append(seg.base_offset)
-            valid, reason, headers = seg.recover(check_crc=self._recovery_checks_crc)
+            valid, reason, headers = seg.recover(check_crc=self._recovery_checks_crc, gaps=self.gaps_allowed)
             scanned.append(seg)
             for h in headers:
                 if h.partition_leader_epoch >= 0 and (not new_epochs or h.partition_leader_epoch > new_epochs[-1][0]):
                     new_epochs.append((h.partition_leader_epoch, h.base_offset))
-            if reason is None and not last and seg.next_offset != bases[i + 1]:
+            if reason is None and not last and (seg.next_offset > bases[i + 1] or
+                                                seg.next_offset < bases[i + 1] and not self.gaps_allowed):
                 reason = f"segment ends at offset {seg.next_offset}, next starts at {bases[i + 1]}"
             if reason is not None:
                 report.truncated_segment, report.truncated_at_position = seg.base_offset, valid

@@ -63,6 +63,7 @@ class RecoveryReport:
     truncated_bytes: int = 0
     truncation_reason: str | None = None
     deleted_segments: list[int] | tuple[int, ...] = field(default_factory=list)  # after a corrupt one
+    swaps_finished: list[int] | tuple[int, ...] = ()  # cleaned segments a crash left mid-swap (storage/cleaner.py)
     log_start_offset: int = 0
     log_end_offset: int = 0
     clean_shutdown: bool = False
@@ -73,6 +74,7 @@ class RecoveryReport:
         self.segments_scanned = tuple(self.segments_scanned)
         self.indexes_rebuilt = tuple(self.indexes_rebuilt)
         self.deleted_segments = tuple(self.deleted_segments)
+        self.swaps_finished = tuple(self.swaps_finished)
         return self
 
     @property
@@ -148,12 +150,13 @@ class PartitionLog(abc.ABC):
         return self._append(batches, placed, stamp if log_append_time else -1)
 
     def append_as_follower(self, batches) -> AppendResult:
-        """Append batches that already carry offsets/epochs; they must start at the log end."""
+        """Append batches that already carry offsets/epochs; they must start at the log end (or,
+        in a log with `gaps_allowed`, after it: a compacted leader's cleaned range)."""
         view = memoryview(batches)
         expected = self.log_end_offset
         placed: list[tuple[int, BatchHeader]] = []
         for pos, h in iter_batch_headers(view):
-            if h.base_offset != expected:
+            if h.base_offset < expected or (h.base_offset > expected and not self.gaps_allowed):
                 raise NonContiguousAppendError(f"batch at {h.base_offset}, log end is {expected}")
             if h.magic != 2 or not crc_ok(view, pos, h):
                 raise NonContiguousAppendError(f"corrupt batch at offset {h.base_offset}")
@@ -254,6 +257,11 @@ class PartitionLog(abc.ABC):
     ) -> int:
         """Delete expired oldest segments (never data at/after max_offset); returns how many."""
 
+    def cleanable(self, *, max_offset: int, now_ms: int, min_lag_ms: int):
+        """A compacted log's cleanable range (storage/cleaning.py), or None: nothing to clean,
+        or a log without a cleaner."""
+        return None
+
     @abc.abstractmethod
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader_epoch) of the first record with timestamp ≥ target."""
@@ -264,6 +272,10 @@ class PartitionLog(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    #: Offsets may be missing between batches: a compacted topic's log, where the cleaner removed
+    #: whole batches (its replicas copy the gaps, and recovery keeps them).
+    gaps_allowed = False
 
     #: The partition was deleted (discard()): a flush still running for it is moot, and what it
     #: reports (an offset or an error) is about files nobody owns any more.

@@ -225,6 +225,11 @@ class ProducerStateTable:
                 out._touched[pid] = None
         return out
 
+    def remembered_batch_offsets(self) -> frozenset[int]:
+        """The last offsets of every batch the table remembers (the log cleaner keeps those
+        batches, emptied if need be, so that a rebuild still knows them)."""
+        return frozenset(b.last_offset for e in self._producers.values() for b in e.batches)
+
     def copy(self) -> "ProducerStateTable":
         return ProducerStateTable.from_snapshot(self.snapshot())
 

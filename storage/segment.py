@@ -117,6 +117,7 @@ class LogSegment:
         self.bytes_since_index = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # base offset of the batch holding max_timestamp
+        self._rolling_ts: int | None = None  # see rolling_timestamp
         self.forget_tail()
 
     def forget_tail(self) -> None:
@@ -204,6 +205,17 @@ class LogSegment:
             self.max_timestamp = ts[-1]
             self.offset_of_max_timestamp = self.base_offset + trel[-1]
         return True
+
+    def rolling_timestamp(self) -> int:
+        """The first batch's largest timestamp, -1 if it has none or there is no batch: what
+        segment.ms measures a segment's age from (Kafka's rollingBasedTimestamp)."""
+        ts = self._rolling_ts
+        if ts is None:
+            h = self._header_at(0)
+            ts = h.max_timestamp if h is not None else -1
+            if h is not None:
+                self._rolling_ts = ts
+        return ts
 
     def _has_timestamps_hint(self) -> bool:
         h = self._header_at(0)
@@ -317,6 +329,7 @@ class LogSegment:
         assert self._map is None
         os.ftruncate(self.fd, pos)
         self.size = pos
+        self._rolling_ts = None
         self.forget_tail()
 
     def fsync(self) -> None:
@@ -338,9 +351,10 @@ class LogSegment:
                 pass
 
     # -- recovery scan ------------------------------------------------------------------------
-    def recover(self, check_crc: bool = True) -> tuple[int, str | None, list[BatchHeader]]:
+    def recover(self, check_crc: bool = True, gaps: bool = False) -> tuple[int, str | None, list[BatchHeader]]:
         """Scan every batch, rebuilding the indexes. Returns (valid bytes, reason the rest is
-        invalid or None, headers of the valid batches)."""
+        invalid or None, headers of the valid batches). `gaps`: a batch may start past the end of
+        the one before it (a compacted log), never before."""
         self.reset_indexes()
         headers: list[BatchHeader] = []
         pos, expected = 0, self.base_offset
@@ -365,7 +379,7 @@ class LogSegment:
             if h.size > left:
                 reason = f"torn batch at position {pos}: {h.size} bytes claimed, {left} present"
                 break
-            if h.base_offset != expected or h.last_offset_delta < 0:
+            if (h.base_offset < expected if gaps else h.base_offset != expected) or h.last_offset_delta < 0:
                 reason = f"batch at position {pos} has offset {h.base_offset}, expected {expected}"
                 break
             if check_crc:

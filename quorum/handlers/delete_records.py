@@ -31,8 +31,9 @@ def _delete(ctx, topic: str, wanted):
     partition, error = find_partition(ctx, topic, wanted.partition_index)
     if error:
         return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1, error_code=error)
-    if partition.config.is_snapshot_policy:
-        # KIP-630 topics move their log start only behind snapshots.
+    if not partition.config.deletes:
+        # KIP-630 topics move their log start only behind snapshots; compact-only topics, as on
+        # Kafka, never (compact,delete ones may).
         return PartitionOut(partition_index=wanted.partition_index, low_watermark=-1,
                             error_code=ErrorCode.POLICY_VIOLATION)
     offset = partition.high_watermark if wanted.offset == HIGH_WATERMARK else wanted.offset

@@ -111,7 +111,7 @@ def _append(ctx, topic: str, data, now_ms: int, peer):
         return _error(data.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), None, 0
     except InvalidRecordError as exc:
         return _error(data.index, ErrorCode.INVALID_RECORD, str(exc)), None, 0
-    problem = _batch_problem(partition, headers)
+    problem = _batch_problem(partition, headers) or _keyless_problem(partition, data.records, headers)
     if problem:
         return _error(data.index, *problem), None, 0
     duplicate = _sequence_check(partition.log.producer_state, headers)
@@ -153,6 +153,22 @@ def _batch_problem(partition, headers):
             return ErrorCode.INVALID_RECORD, "Clients may not append control batches."
         if header.is_transactional:
             return ErrorCode.INVALID_RECORD, "Transactions are not supported."
+    return None
+
+
+def _keyless_problem(partition, records, headers):
+    """A compacted topic keeps the latest record per key: a record without one is refused, as
+    Kafka refuses it (INVALID_RECORD)."""
+    if not partition.config.is_compacted:
+        return None
+    view = records if isinstance(records, memoryview) else memoryview(records)
+    pos = 0
+    for header in headers:
+        for record in decode_records(view[pos:pos + header.size], header):
+            if record.key is None:
+                return (ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
+                        f"partition {partition.topic}-{partition.index}.")
+        pos += header.size
     return None
 
 

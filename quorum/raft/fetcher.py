@@ -200,7 +200,7 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
     if records is not None and len(records) > 0:
         # A decoded answer holds a memoryview; the simulation hands over the leader's regions.
         view = records.view() if hasattr(records, "view") else memoryview(records)
-        view = _from_log_end(view, log_.log_end_offset)
+        view = _from_log_end(view, log_.log_end_offset, log_.gaps_allowed)
         if len(view):
             log_.append_as_follower(view)
             if not env.fsync_never:  # (under fsync_policy=never nothing waits for a flush)
@@ -212,15 +212,16 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
     return True
 
 
-def _from_log_end(view: memoryview, log_end: int) -> memoryview:
+def _from_log_end(view: memoryview, log_end: int, gaps_allowed: bool = False) -> memoryview:
     """Whole batches at or after our log end (a resent answer may repeat what we have);
-    a torn last batch (KIP-74 may cut one) is dropped."""
+    a torn last batch (KIP-74 may cut one) is dropped. A compacted log (`gaps_allowed`) takes a
+    first batch past its log end: the leader's cleaner removed the offsets between."""
     start, end = None, 0
     for pos, header in iter_batch_headers(view):
         if header.last_offset < log_end:
             continue
         if start is None:
-            if header.base_offset != log_end:
+            if header.base_offset < log_end or (header.base_offset > log_end and not gaps_allowed):
                 return view[:0]
             start = pos
         end = pos + header.size
