@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     retention_ms: int = Field(7 * DAY_MS, ge=-1)  # -1: keep forever
     retention_bytes: int = Field(-1, ge=-1)  # -1: no size limit
     retention_check_interval_ms: int = Field(300_000, gt=0)
+    # The log cleaner of cleanup.policy=compact topics (Kafka's log.cleaner.*): checks for a log
+    # to clean every backoff; reads and writes at most io_max_bytes_per_second (inf: no limit);
+    # maps at most dedupe_max_keys keys a pass (a larger dirty part takes more passes).
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = Field(15_000, gt=0)
+    log_cleaner_io_max_bytes_per_second: float = Field(float("inf"), gt=0)
+    log_cleaner_dedupe_max_keys: int = Field(1_000_000, gt=0)
     message_max_bytes: int = Field(1_048_588, gt=0)
     socket_request_max_bytes: int = Field(104_857_600, gt=0)
     connections_max_idle_ms: int = Field(600_000, gt=0)

@@ -25,6 +25,7 @@ from .fetch_sessions import FetchSessionCache
 from .group_hooks import GroupHooks
 from .handlers import HANDLERS
 from .handlers.context import HandlerContext
+from .compaction import CleaningJob, LogCompaction
 from .housekeeping import Housekeeping
 from .hosting import Hosting
 from .log_opening import OpenLogsJob
@@ -110,7 +111,8 @@ class Node:
             self._balancer = LeaderBalancer(config.node_id, self.replication, self.plane)
         self._next_balance_ms = 0
         self._housekeeping = Housekeeping(config, self.topics, self.snapshots, wall)
-        self.stats = NodeStats(self._ctx, hooks, self._housekeeping, self.snapshots, purgatory)
+        self._compaction = LogCompaction(config, self.topics, wall)
+        self.stats = NodeStats(self._ctx, hooks, self._housekeeping, self.snapshots, purgatory, self._compaction)
         self.stats.now_ms = lambda: changes.now_ms
 
     @property
@@ -218,8 +220,9 @@ class Node:
     def jobs(self) -> list:
         """Work for the shell to run off the loop (`job.run()` on a worker thread), then hand
         back to `on_job_done`: snapshots to write, followers' truncations and installs, new
-        topics' logs to open."""
-        return self.snapshots.jobs() + self.replication.follower_jobs() + self._hosting.opening_jobs()
+        topics' logs to open, compacted logs to clean."""
+        return (self.snapshots.jobs() + self.replication.follower_jobs() + self._hosting.opening_jobs()
+                + self._compaction.jobs())
 
     def on_job_done(self, job, now_ms: int, error: BaseException | None = None) -> None:
         self._changes.now_ms = now_ms
@@ -229,6 +232,8 @@ class Node:
             self.replication.truncation_done(job, error)
         elif isinstance(job, InstallJob):
             self.replication.install_done(job, error, now_ms)
+        elif isinstance(job, CleaningJob):
+            self._compaction.on_done(job, now_ms, error)
         else:
             self.snapshots.on_done(job, now_ms, error)
 
@@ -249,6 +254,7 @@ class Node:
                 if self._hosting.rejoining:
                     self._hosting.check_rejoin_complete()
         self._housekeeping.poll(now_ms)
+        self._compaction.poll(now_ms)
         done = self._purgatory.expire(now_ms)
         if self._ctx.appended:  # a group-coordinator timer appended (e.g. offsets-expiry tombstones)
             self._after_handling(now_ms)
@@ -290,7 +296,7 @@ class Node:
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._purgatory.next_deadline_ms(), self.replication.next_deadline_ms())
                      if d is not None]
-        deadlines += self._housekeeping.deadlines()
+        deadlines += self._housekeeping.deadlines() + self._compaction.deadlines()
         if self.plane is not None:
             deadlines.append(self.plane.next_deadline_ms())
         return min(deadlines)

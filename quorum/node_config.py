@@ -33,6 +33,11 @@ class NodeConfig:
     retention_ms: int = 7 * DAY_MS
     retention_bytes: int = -1
     retention_check_interval_ms: int = 300_000
+    # The log cleaner (cleanup.policy=compact; quorum/compaction.py), Kafka's log.cleaner.* names.
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_io_max_bytes_per_second: float = float("inf")
+    log_cleaner_dedupe_max_keys: int = 1_000_000
     message_max_bytes: int = 1_048_588
     # "acks_all": acks=-1 is answered after fsync, the rest is fsynced by group commit.
     # "always": every produce waits for fsync. "never": leave it to the OS (HW = LEO at once).

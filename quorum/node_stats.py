@@ -10,19 +10,23 @@ from .snapshots.coordination import SnapshotCoordination
 
 class NodeStats:
     def __init__(self, ctx: HandlerContext, hooks, housekeeping: Housekeeping, snapshots: SnapshotCoordination,
-                 purgatory: Purgatory) -> None:
+                 purgatory: Purgatory, compaction=None) -> None:
         self._ctx = ctx
         self._hooks = hooks
         self._housekeeping = housekeeping
         self._snapshots = snapshots
         self._purgatory = purgatory
+        self._compaction = compaction
         self.now_ms = lambda: 0  # the time of the node's latest call
 
     def metrics_values(self) -> dict:
         """Exposed as kraftd_<key> by the shell's /metrics (a counter when it ends in _total)."""
-        return {"producer_ids_expired_total": self._housekeeping.producer_ids_expired,
-                "producer_states": self.producer_state_count(),
-                "parked_requests": len(self._purgatory)}
+        values = {"producer_ids_expired_total": self._housekeeping.producer_ids_expired,
+                  "producer_states": self.producer_state_count(),
+                  "parked_requests": len(self._purgatory)}
+        if self._compaction is not None:
+            values.update(self._compaction.stats(self.now_ms()))
+        return values
 
     def producer_state_count(self) -> int:
         return sum(len(p.log.producer_state) for p in self._ctx.topics.partitions())

@@ -33,6 +33,8 @@ class SnapshotJobRunner:
         self._on_requested = on_requested
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-snap")
         self._other_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-trunc")
+        self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-cleaner")
+        self._cleaning: set = set()
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -47,14 +49,22 @@ class SnapshotJobRunner:
 
     async def _run(self, job) -> None:
         follower = getattr(job, "follower_job", False)  # a truncation or install: no snapshot metrics
+        cleaning = getattr(job, "cleaner_job", False)  # a compacted log's cleaning pass (its own thread)
+        pool = self._cleaner_pool if cleaning else self._other_pool if follower else self._pool
         started = time.perf_counter()
         error: BaseException | None = None
+        if cleaning:
+            self._cleaning.add(job)
         try:
-            await asyncio.get_running_loop().run_in_executor(self._other_pool if follower else self._pool, job.run)
+            await asyncio.get_running_loop().run_in_executor(pool, job.run)
         except Exception as e:
             error = e
+        finally:
+            self._cleaning.discard(job)
         seconds = round(time.perf_counter() - started, 3)
-        if follower:
+        if cleaning:
+            pass  # (the node logs the pass and counts it: quorum/compaction.py)
+        elif follower:
             log.info("follower job ran", job=type(job).__name__, key=str(job.key), seconds=seconds,
                      error=repr(error) if error else None)
         elif error is not None:
@@ -80,7 +90,10 @@ class SnapshotJobRunner:
     async def stop(self) -> None:
         """Let running jobs finish (a half-written file would be discarded at startup anyway)."""
         self._stopping = True
+        for job in self._cleaning:
+            job.plan.discarded = True  # a cleaning pass stops at its next segment (its copies are dropped)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._pool.shutdown(wait=False)
         self._other_pool.shutdown(wait=False)
+        self._cleaner_pool.shutdown(wait=False)

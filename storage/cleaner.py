@@ -138,7 +138,7 @@ class CleaningPlan:
                     return
                 self.groups.append(group)
                 group.segment = self._clean_group(group, offset_map)
-            self.ready = True
+            self.ready = not self.discarded
         finally:
             self._close_fds()
             self.stats.seconds = time.monotonic() - self._started
@@ -194,6 +194,8 @@ class CleaningPlan:
                          use_mmap=self.use_mmap, path=path)
         pending, placed = bytearray(), []
         for seg in group.sources:
+            if self.discarded:  # (the server is stopping: commit_cleaning drops the copies)
+                break
             i = self.segments.index(seg)
             for _, h, batch in self._batches(i):
                 kept = self._kept(h, batch, offset_map)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from ...protocol.messages import ProduceResponse
-from ...protocol.records import check_records, validate_batches
+from ...protocol.records import check_records, decode_records, validate_batches
 from ...storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..limits import capped_timeout
