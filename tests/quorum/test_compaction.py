@@ -136,3 +136,24 @@ def test_delete_records_is_a_policy_violation_on_a_compact_only_topic(ctx):
         name="c", partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=1)])])
     out = ctx.respond(request, 2).topics[0].partitions[0]
     assert out.error_code == ErrorCode.POLICY_VIOLATION
+
+
+def test_an_idempotent_producers_retry_after_a_cleaning_pass_is_still_a_duplicate(ctx):
+    def idempotent(pairs, seq):
+        return build_batch([(k, v, None, START_MS - 60_000) for k, v in pairs], producer_id=5, producer_epoch=0,
+                           base_sequence=seq)
+
+    first = ctx.produce("c", 0, idempotent([(b"key-0", b"1"), (b"key-1", b"1")], 0)).response
+    original = first.responses[0].partition_responses[0].base_offset
+    write_updates(ctx, rounds=40)  # every key overwritten: the producer's batch has nothing left
+    ctx.advance(BACKOFF)
+    assert len(ctx.run_jobs()) == 1
+    assert all(r[0] != original for r in consume(ctx))  # its records are gone ...
+    for context in (ctx, ctx.restart()):
+        end = context.node.topics.partition("c", 0).log.log_end_offset  # (a restart adds a LeaderChange)
+        retry = context.produce("c", 0, idempotent([(b"key-0", b"1"), (b"key-1", b"1")], 0)).response
+        out = retry.responses[0].partition_responses[0]
+        assert out.error_code == 0 and out.base_offset == original  # ... but it is still known
+        assert context.node.topics.partition("c", 0).log.log_end_offset == end
+    nxt = context.produce("c", 0, idempotent([(b"key-0", b"3")], 2)).response.responses[0].partition_responses[0]
+    assert nxt.error_code == 0 and nxt.base_offset == end
