@@ -13,7 +13,8 @@ Per partition directory (`<topic>-<partition>/`):
   and below the recovery point (where the file must be current, see FileLog.flush) every
   batch's leader epoch is the one the checkpoint gives for its offset;
 - `log-start-offset`, `recovery-point`, KIP-630 `*.checkpoint` snapshots (every CRC, header
-  first, footer last: `SnapshotReader`), leftovers of crashes (`.part`, `.deleted`, `.tmp`);
+  first, footer last: `SnapshotReader`), leftovers of crashes (`.part`, `.deleted`, `.tmp`,
+  the cleaner's `.cleaned` and `.swap`);
 - the log reaches the high watermark `replication-offset-checkpoint` records for it.
 
 Per data dir: the JSON state files parse, `replication-offset-checkpoint` parses.
@@ -24,7 +25,10 @@ the leader's batches byte for byte), and where two batches differ, record by rec
 offset where a replica differs is reported with each replica's file and byte position. The HW
 checkpoint is a lower bound of the true HW (the server rewrites it every few seconds, and an HW
 only grows), so everything compared was committed: replicas must agree there. A partition some
-dir has no checkpointed HW for is not compared, and a note says so.
+dir has no checkpointed HW for is not compared, and a note says so. A compacted topic's replicas
+(cleanup.policy=compact in topics.json) clean on their own: there the latest value of each key
+below the HW is compared instead (`compare_latest_values`), and offset gaps in a log are its
+cleaner's work, not problems.
 
 Findings fail the audit. Notes do not: they are states a crash leaves and startup repairs
 without losing anything flushed — a torn tail in the last segment past the recovery point (an
@@ -64,6 +68,7 @@ _TIME_ENTRY = struct.Struct(">qI")       # max timestamp so far, relative offset
 _RECOVERY_POINT = struct.Struct(">qBI")  # offset, clean flag, crc32 of the first 9 bytes (file_log.py)
 _STATE_FILES = ("topics.json", "quorum-state", "producer-id-block")
 _MAX_REPORTED_PER_FILE = 5
+_CLEANED_SHAPES = ("gap", "count")  # what a compacted log's cleaned batches look like (segment_files.py)
 _ACTIVE_INDEX_NOTE = " (the active segment's indexes are rebuilt by recovery after an unclean shutdown)"
 
 
@@ -96,6 +101,7 @@ class PartitionAudit:
     log_start: int
     log_end: int
     high_watermark: int | None  # from the data dir's replication-offset-checkpoint
+    compacted: bool = False     # cleanup.policy=compact[,delete] in the data dir's topics.json
 
 
 @dataclass
@@ -158,6 +164,7 @@ def audit_data_dir(data_dir, *, check_record_contents: bool = True) -> DataDirAu
         path = os.path.join(data_dir, name)
         if os.path.exists(path):
             _check_json(path, None, out)
+    compacted = _compacted_topics(data_dir)
     for name in sorted(os.listdir(data_dir)):
         directory = os.path.join(data_dir, name)
         match = _PARTITION_DIR.match(name)
@@ -165,8 +172,20 @@ def audit_data_dir(data_dir, *, check_record_contents: bool = True) -> DataDirAu
             continue  # (what an unclean recovery set aside is no longer this node's data)
         key = (match.group(1), int(match.group(2)))
         hw = audit.high_watermarks.get(key) if audit.high_watermarks is not None else None
-        audit.partitions[name] = _audit_partition(directory, name, hw, out, check_record_contents)
+        audit.partitions[name] = _audit_partition(directory, name, hw, out, check_record_contents,
+                                                  compacted=key[0] in compacted)
     return audit
+
+
+def _compacted_topics(data_dir: str) -> set[str]:
+    """The topics topics.json gives a compacting cleanup.policy (its own problems are reported
+    by the state-file check)."""
+    try:
+        with open(os.path.join(data_dir, "topics.json"), "rb") as f:
+            topics = json.loads(f.read()).get("topics", {})
+        return {name for name, t in topics.items() if "compact" in str(t.get("configs", {}).get("cleanup.policy", ""))}
+    except (OSError, ValueError, AttributeError):
+        return set()
 
 
 def _check_json(path: str, partition: str | None, out: list[Finding]) -> None:
@@ -183,7 +202,9 @@ class _RecoveryPoint:
 
 
 def _audit_partition(directory: str, name: str, hw: int | None, out: list[Finding],
-                     check_record_contents: bool) -> PartitionAudit:
+                     check_record_contents: bool, compacted: bool = False) -> PartitionAudit:
+    """`compacted`: the log cleaner leaves offset gaps between batches and inside them
+    (storage/cleaner.py), so those are not problems here."""
     files = set(os.listdir(directory))
     log_start_file = _read_log_start(directory, name, out)
     rp = _read_recovery_point(directory, name, out)
@@ -200,13 +221,14 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
         buf = read_file(segment.path)
         scan = scan_segment(buf, path=segment.path, base_offset=segment.base_offset)
         scans.append(scan)
-        if prev_end is not None and segment.base_offset != prev_end:
+        if prev_end is not None and (segment.base_offset < prev_end if compacted else segment.base_offset != prev_end):
             out.append(Finding("segment", segment.path, f"the segment is named for offset {segment.base_offset} "
                                f"but the previous segment ends at offset {prev_end}", name, segment.base_offset, 0))
         prev_end = scan.end_offset
         rescanned = (rp is None or not rp.clean) and (i >= first_rescanned or last)
         for problem in scan.problems:
-            out.append(_segment_problem(scan, problem, name, last, rescanned, rp, hw))
+            if not (compacted and problem.kind in _CLEANED_SHAPES):
+                out.append(_segment_problem(scan, problem, name, last, rescanned, rp, hw))
         for b in scan.batches:
             h = b.header
             if check_record_contents and b.crc_ok:
@@ -242,7 +264,7 @@ def _audit_partition(directory: str, name: str, hw: int | None, out: list[Findin
                            f"the log ends at offset {log_end}, below the high watermark {hw} in "
                            f"{REPLICATION_OFFSET_CHECKPOINT_FILE}: committed records are missing", name, log_end,
                            scans[-1].end_position if scans else None))
-    return PartitionAudit(name, directory, scans, log_start, log_end, hw)
+    return PartitionAudit(name, directory, scans, log_start, log_end, hw, compacted)
 
 
 def _segment_problem(scan: SegmentScan, problem, name: str, last: bool, rescanned: bool,
@@ -522,9 +544,12 @@ def _check_leftovers(directory: str, name: str, files: set[str], out: list[Findi
         stem, ext = os.path.splitext(file)
         if ext in (".index", ".timeindex") and stem not in logs:
             out.append(Finding(ext[1:], path, "no segment of that name: startup ignores it", name, severity=NOTE))
-        elif ext in (".tmp", ".trunc"):
+        elif ext in (".tmp", ".trunc", ".cleaned"):
             out.append(Finding("leftover", path, "a temporary file left by a crash; startup removes it", name,
                                severity=NOTE))
+        elif ext == ".swap":
+            out.append(Finding("leftover", path, "a cleaned segment a crash left mid-swap; startup finishes the swap",
+                               name, severity=NOTE))
 
 
 # -- replicas -------------------------------------------------------------------------------------
@@ -661,6 +686,9 @@ def compare_replicas(audits: list[DataDirAudit]) -> tuple[list[Finding], int]:
         compared += 1
         if start >= limit:
             continue
+        if all(p.compacted for _, p in holders):
+            out += compare_latest_values(name, holders, start, limit)
+            continue
         reference = holders[0][1]
         first: tuple[int, str] | None = None
         for _, other in holders[1:]:
@@ -680,3 +708,44 @@ def compare_replicas(audits: list[DataDirAudit]) -> tuple[list[Finding], int]:
                            f"checkpointed): {how}; " + "; ".join(text for text, _, _, _ in described),
                            name, offset, position))
     return out, compared
+
+
+def compare_latest_values(name: str, holders: list, start: int, limit: int) -> list[Finding]:
+    """Replicas of a compacted partition clean on their own, so they hold different batches;
+    what must agree is the latest record of each key in [start, limit) (its offset and value,
+    a tombstone counting as no record: a cleaner drops it after delete.retention.ms). A key
+    some replica also has at or past `limit` is left out: there a replica's cleaner may have
+    removed its older records below `limit` (it cleans up to its own high watermark)."""
+    latest: list[dict] = []
+    later: set = set()
+    for _, partition in holders:
+        values: dict = {}
+        for ref in _batches_from(partition, start, partition.log_end):
+            h = ref.header
+            if h.is_control or not ref.batch.crc_ok:
+                continue
+            for r in decode_records(ref.data(), h):
+                if r.key is None or r.offset < start:
+                    continue
+                if r.offset >= limit:
+                    later.add(r.key)
+                else:
+                    values[r.key] = (r.offset, r.value)
+        latest.append({k: v for k, v in values.items() if v[1] is not None})
+    reference = holders[0]
+    out = []
+    for (data_dir, partition), state in zip(holders[1:], latest[1:]):
+        differ = sorted(k for k in (set(latest[0]) | set(state)) - later if latest[0].get(k) != state.get(k))
+        if differ:
+            key = differ[0]
+            mine, theirs = latest[0].get(key), state.get(key)
+            out.append(Finding("replicas", partition.directory,
+                               f"the latest values of a compacted partition differ below the high watermark {limit} "
+                               f"for {len(differ)} keys, first {_short(key)}: {reference[0]} has "
+                               f"{_latest_text(mine)}, {data_dir} has {_latest_text(theirs)}",
+                               name, (theirs or mine)[0]))
+    return out
+
+
+def _latest_text(entry) -> str:
+    return "no record" if entry is None else f"offset {entry[0]} value {_short(entry[1])}"
