@@ -31,8 +31,9 @@ class CleaningJob:
         self.log = partition.log
         self.plan = plan
 
-    def run(self) -> None:
-        self.plan.run()
+    def run(self, executor=None) -> None:
+        """`executor`: a process pool the pass runs in (the shell's; tests run it in place)."""
+        self.plan.run(executor)
 
 
 class LogCompaction:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .atomic_file import atomic_write, fsync_dir
 from .background_writes import background_writes
-from .cleaner import CleaningPlan, swap_path
+from .cleaner import CleaningPlan, CleaningSpec, SegmentRef, swap_path
 from .segment import segment_path
 
 __all__ = ["Cleanable", "cleanable", "plan_cleaning", "commit_cleaning", "read_cleaner_checkpoint",
@@ -77,23 +77,27 @@ def plan_cleaning(log, range_: Cleanable, *, now_ms: int, delete_retention_ms: i
     """A pass over the log's segments below `range_.end_offset` (run() it off the loop)."""
     n = log._bases.index(range_.end_offset)
     segments = list(log._segments[:n])
+    refs = []
+    for seg in segments:
+        st = os.fstat(seg.fd)
+        refs.append(SegmentRef(seg.base_offset, seg.path, seg.size, st.st_dev, st.st_ino))
     producer_batches = log.producer_state.remembered_batch_offsets() | log._retained.remembered_batch_offsets()
-    return CleaningPlan(
-        directory=log.dir, segments=segments, sizes=[s.size for s in segments], first_dirty=range_.first_dirty,
-        end_offset=range_.end_offset, segment_bytes=log.segment_bytes, index_interval_bytes=log.index_interval_bytes,
-        use_mmap=log.use_mmap, now_ms=now_ms, delete_retention_ms=delete_retention_ms,
-        producer_batches=producer_batches, generation=log._generation, max_keys=max_keys,
+    spec = CleaningSpec(
+        directory=log.dir, segments=refs, first_dirty=range_.first_dirty, end_offset=range_.end_offset,
+        segment_bytes=log.segment_bytes, index_interval_bytes=log.index_interval_bytes, now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms, producer_batches=producer_batches, max_keys=max_keys,
         io_bytes_per_second=io_bytes_per_second)
+    return CleaningPlan(spec, segments, use_mmap=log.use_mmap, generation=log._generation)
 
 
 def commit_cleaning(log, plan: CleaningPlan) -> bool:
     """Swap in what `plan.run()` wrote, if the log still holds every segment it cleaned (no
     truncation, no retention or deletion took one meanwhile); else discard it. True if swapped."""
-    segs = log._segments
-    first = next((i for i, s in enumerate(segs) if plan.segments and s is plan.segments[0]), None)
-    n = len(plan.segments)
+    segs, replaced = log._segments, plan.segments
+    first = next((i for i, s in enumerate(segs) if replaced and s is replaced[0]), None)
+    n = len(replaced)
     if (not plan.ready or log.discarded or plan.generation != log._generation or first is None
-            or len(segs) <= first + n or any(a is not b for a, b in zip(segs[first:first + n], plan.segments))
+            or len(segs) <= first + n or any(a is not b for a, b in zip(segs[first:first + n], replaced))
             or log._bases[first + n] != plan.end_offset):
         plan.discard()
         return False
@@ -116,6 +120,8 @@ def commit_cleaning(log, plan: CleaningPlan) -> bool:
         final = segment_path(log.dir, base)
         os.replace(swap, final)
         group.segment.path = final
+        for old in group.sources:
+            old.unlinked()
     fsync_dir(log.dir)
     cleaned = [group.segment for group in plan.groups]
     for seg in cleaned:

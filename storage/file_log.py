@@ -354,6 +354,7 @@ class FileLog(PartitionLog):
             later.delete()
         del self._segments[i + 1:], self._bases[i + 1:]
         old = self._segments[i]
+        old.unlinked()  # (its file was renamed over)
         self._segments[i] = seg
         new_leo = seg.next_offset
         fsync_dir(self.dir)

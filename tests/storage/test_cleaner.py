@@ -105,7 +105,7 @@ def test_a_second_pass_after_more_writes_keeps_only_the_latest(tmp_path):
     written.append((800, b"other", b"x"))
     segments_before = len(log.segments)
     plan = clean(log)
-    assert plan.end_offset == 800 and plan.first_dirty > 0
+    assert plan.end_offset == 800 and plan.spec.first_dirty > 0
     assert records(log) == latest(written)
     assert len(log.segments) < segments_before  # what the first pass shrank is grouped into fewer
 
@@ -286,3 +286,47 @@ def test_a_crash_during_a_swap_recovers_to_the_same_latest_values(tmp_path, stop
         assert got == expected_clean and again.recovery_report.swaps_finished
     assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap"))]
     assert clean(again) is None or latest(records(again)) == latest(written)
+
+
+def test_a_pass_in_a_worker_process_cleans_the_same_as_in_place(tmp_path):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    here, there = open_log(tmp_path / "a-0"), open_log(tmp_path / "b-0")
+    written = fill(here)
+    fill(there)
+    clean(here)
+    range_ = there.cleanable(max_offset=there.log_end_offset, now_ms=NOW, min_lag_ms=0)
+    plan = there.plan_cleaning(range_, now_ms=NOW, delete_retention_ms=DAY, max_keys=10**6, io_bytes_per_second=None)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        plan.run(pool)
+    assert there.commit_cleaning(plan)
+    assert records(there) == records(here) == split(written, plan.end_offset)
+
+
+def test_a_full_offset_map_ends_the_pass_at_a_segment_boundary_and_the_next_goes_on(tmp_path):
+    log = open_log(tmp_path / "c-0")
+    written = fill(log, keys=200, updates=1000)
+    first = clean(log, max_keys=50)
+    assert first.end_offset < log.segments[-1].base_offset and first.stats.keys >= 50
+    assert log.cleaner_checkpoint == first.end_offset
+    assert records(log) == split(written, first.end_offset)
+    while (plan := clean(log, max_keys=50)) is not None:
+        pass
+    assert records(log) == split(written, log.segments[-1].base_offset)
+
+
+def test_a_segment_replaced_since_the_plan_fails_the_pass_and_nothing_changes(tmp_path):
+    log = open_log(tmp_path / "c-0")
+    written = fill(log)
+    range_ = log.cleanable(max_offset=log.log_end_offset, now_ms=NOW, min_lag_ms=0)
+    plan = log.plan_cleaning(range_, now_ms=NOW, delete_retention_ms=DAY, max_keys=10**6, io_bytes_per_second=None)
+    victim = plan.spec.segments[1].path
+    os.rename(victim, victim + ".x")
+    with open(victim, "wb") as f:
+        f.write(open(victim + ".x", "rb").read())  # same bytes, another file
+    with pytest.raises(FileNotFoundError):
+        plan.run()
+    plan.discard()
+    assert not log.commit_cleaning(plan)
+    assert records(log) == written and not [n for n in os.listdir(log.dir) if n.endswith(".cleaned")]
