@@ -42,7 +42,6 @@ class LogCompaction:
         self._topics = topics
         self._wall = wall
         self._next_check_ms = 0
-        self._any_compacted = False
         self._running: CleaningJob | None = None
         self._due: list[CleaningJob] = []
         # kraftd_log_cleaner_* (quorum/node_stats.py)
@@ -63,11 +62,12 @@ class LogCompaction:
         wall = self._wall.at(now_ms)
         best = None
         max_ratio = 0.0
-        any_compacted = False
+        if not self._topics.compacted_topics:
+            self.max_dirty_percent = 0.0
+            return
         for topic in self._topics:
             if not topic.config.is_compacted:
                 continue
-            any_compacted = True
             for partition in topic.partitions:
                 if partition is None:
                     continue
@@ -82,7 +82,6 @@ class LogCompaction:
                            and wall - range_.first_dirty_timestamp > cfg.max_compaction_lag_ms)
                 if (ratio > cfg.min_cleanable_dirty_ratio or overdue) and (best is None or ratio > best[0]):
                     best = (ratio, partition, range_)
-        self._any_compacted = any_compacted
         self.max_dirty_percent = 100.0 * max_ratio
         if best is not None and self._running is None:
             _, partition, range_ = best
@@ -96,7 +95,7 @@ class LogCompaction:
 
     def deadlines(self) -> list[int]:
         """The next check, while there are compacted topics (none: no wake-ups for it)."""
-        return [self._next_check_ms] if self._any_compacted and self._config.log_cleaner_enable else []
+        return [self._next_check_ms] if self._topics.compacted_topics and self._config.log_cleaner_enable else []
 
     def jobs(self) -> list[CleaningJob]:
         due, self._due = self._due, []

@@ -226,10 +226,15 @@ class Hosting:
             return
         if machine.reloaded:
             topic_ids = set(image.topics) | image.removed
+            reconfigured = {t.name for t in self.topics}
         else:
             topic_ids = {uuid.UUID(hex=key.split(b"/")[1].decode()) for key in machine.touched
                          if key[:2] in (b"t/", b"p/")}
+            reconfigured = {key.split(b"/")[1].decode() for key in machine.touched if key[:2] == b"c/"}
         machine.touched, machine.reloaded = set(), False
+        for name in reconfigured:  # IncrementalAlterConfigs: the topic's configs changed
+            if self.topics.get(name) is not None and self.topics.explicit_configs(name) != image.configs.get(name, {}):
+                self.topics.reconfigure(name, dict(image.configs.get(name, {})))
         me = self.config.node_id
         changed = False
         for topic_id in sorted(topic_ids):

@@ -87,6 +87,30 @@ class TopicConfig:
     def to_kafka_configs(self) -> dict[str, str]:
         return {key: _format(getattr(self, attr)) for key, (attr, _) in _KNOWN.items()}
 
+    @staticmethod
+    def names() -> tuple[str, ...]:
+        """Every topic config kraftd knows, by its Kafka name."""
+        return tuple(_KNOWN)
+
+
+# Kafka's ConfigType of each (DescribeConfigs v3+): BOOLEAN 1, STRING 2, INT 3, LONG 5, DOUBLE 6, LIST 7.
+CONFIG_TYPES = {
+    "cleanup.policy": 7, "retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3,
+    "message.timestamp.type": 2, "max.message.bytes": 3, "metadata.snapshot.min.changed_records.ratio": 6,
+    "metadata.log.max.record.bytes.between.snapshots": 5, "metadata.start.offset.lag.time.max.ms": 5,
+    "min.cleanable.dirty.ratio": 6, "min.compaction.lag.ms": 5, "max.compaction.lag.ms": 5,
+    "delete.retention.ms": 5, "segment.ms": 5,
+}
+LIST_CONFIGS = frozenset(k for k, t in CONFIG_TYPES.items() if t == 7)
+
+
+def policy_change_problem(old: "TopicConfig", new: "TopicConfig") -> str | None:
+    """A topic's cleanup.policy may move between delete, compact and compact,delete, but never
+    to or from snapshot (a KIP-630 topic's log start and state machine are its own)."""
+    if old.is_snapshot_policy != new.is_snapshot_policy:
+        return "cleanup.policy cannot change to or from snapshot"
+    return None
+
 
 def _format(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)

@@ -81,6 +81,7 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._pending: dict[str, PendingTopic] = {}
         self._num = 0
+        self.compacted_topics = 0  # topics with cleanup.policy=compact[,delete] (the cleaner's schedule)
 
     def load(self) -> None:
         for entry in self._catalog.all():
@@ -116,9 +117,32 @@ class TopicRegistry:
         topic = self._by_name.pop(name, None)
         if topic is None:
             return None
+        self.compacted_topics -= topic.config.is_compacted
         self._by_id.pop(topic.topic_id, None)
         self._catalog.delete(name)
         return topic
+
+    def explicit_configs(self, name: str) -> dict[str, str]:
+        """The configs a topic was given (created with or altered to), without the defaults."""
+        entry = self._catalog.get(name)
+        return dict(entry.configs) if entry is not None else {}
+
+    def reconfigure(self, name: str, configs: dict[str, str]) -> TopicConfig | None:
+        """The topic's explicit configs are now `configs` (validated by the caller): the
+        catalog, the topic, its partitions and their logs take them. None: no such topic."""
+        topic = self._by_name.get(name)
+        if topic is None:
+            return None
+        config = TopicConfig.resolve(configs, self._config)
+        self._catalog.update(name, configs=configs)
+        self.compacted_topics += config.is_compacted - topic.config.is_compacted
+        topic.config = config
+        for partition in topic.partitions:
+            if partition is not None:
+                partition.config = config
+                partition.log.reconfigure(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
+                                          compacted=config.is_compacted)
+        return config
 
     def validate(self, name: str, num_partitions: int, configs: dict) -> TopicConfig:
         problem = topic_name_problem(name)
@@ -190,6 +214,7 @@ class TopicRegistry:
             for i in range(count)
         ]
         topic = Topic(name, topic_id, config, partitions, num=num)
+        self.compacted_topics += config.is_compacted
         self._by_name[name] = topic
         self._by_id[topic_id] = topic
         return topic

@@ -53,6 +53,7 @@ RECOVERY_POINT_FILE = "recovery-point"
 EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 PRODUCER_SNAPSHOT_FILE = "producer-state.json"
 RETAINED_PRODUCERS_FILE = "producer-state-below-log-start.json"  # see PartitionLog._retained
+COMPACTED_MARKER_FILE = "compacted"  # the log may have offset gaps (see gaps_allowed)
 _RP = struct.Struct(">qBI")  # offset, clean-shutdown flag, crc32 of the first 9 bytes
 _MAX_REL = 0xFFFFFFFF
 
@@ -92,7 +93,11 @@ class FileLog(PartitionLog):
         # segment.ms: a batch whose largest timestamp is more than this past the active segment's
         # first batch's starts a new segment (Kafka's rule; None: size alone decides).
         self.segment_ms = segment_ms
-        self.gaps_allowed = compacted
+        # Once compacted, always: a cleaned log (or a follower's copy of one) keeps its gaps if
+        # the topic's policy changes back to delete, so the marker file says so at every open.
+        self.gaps_allowed = compacted or os.path.exists(os.path.join(self.dir, COMPACTED_MARKER_FILE))
+        if compacted:
+            self._mark_compacted()
         self.index_interval_bytes = index_interval_bytes
         self.use_mmap = use_mmap
         # False only to plant a bug (the simulation's BugSwitches.recovery_keeps_torn_batch):
@@ -490,6 +495,16 @@ class FileLog(PartitionLog):
         atomic_write(os.path.join(self.dir, LOG_START_FILE), f"{offset}\n".encode())
 
     # -- compaction (storage/cleaning.py, storage/cleaner.py) -----------------------------------
+    def reconfigure(self, *, segment_bytes: int, segment_ms: int | None, compacted: bool) -> None:
+        super().reconfigure(segment_bytes=segment_bytes, segment_ms=segment_ms, compacted=compacted)
+        if compacted:
+            self._mark_compacted()
+
+    def _mark_compacted(self) -> None:
+        path = os.path.join(self.dir, COMPACTED_MARKER_FILE)
+        if not os.path.exists(path):
+            background_writes().submit(lambda: None if self.discarded else atomic_write(path, b"compacted\n"))
+
     def cleanable(self, *, max_offset: int, now_ms: int, min_lag_ms: int) -> Cleanable | None:
         return cleanable(self, max_offset=max_offset, now_ms=now_ms, min_lag_ms=min_lag_ms)
 

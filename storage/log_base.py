@@ -257,6 +257,14 @@ class PartitionLog(abc.ABC):
     ) -> int:
         """Delete expired oldest segments (never data at/after max_offset); returns how many."""
 
+    def reconfigure(self, *, segment_bytes: int, segment_ms: int | None, compacted: bool) -> None:
+        """The topic's configs changed (IncrementalAlterConfigs): new segments follow the new
+        sizes; a log that becomes compacted allows gaps from now on (and for good)."""
+        self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        if compacted:
+            self.gaps_allowed = True
+
     def cleanable(self, *, max_offset: int, now_ms: int, min_lag_ms: int):
         """A compacted log's cleanable range (storage/cleaning.py), or None: nothing to clean,
         or a log without a cleaner."""

@@ -3,7 +3,8 @@ from ...protocol import api
 
 from . import (allocate_producer_ids, alter_partition, alter_user_scram_credentials, api_versions,
                begin_quorum_epoch, broker_registration, create_acls, create_topics, delete_acls, delete_groups,
-               delete_records, delete_topics, describe_acls, describe_groups, describe_quorum, describe_user_scram_credentials, end_quorum_epoch,
+               delete_records, delete_topics, describe_acls, describe_configs, describe_groups, describe_quorum,
+               describe_user_scram_credentials, end_quorum_epoch, incremental_alter_configs,
                fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
                offset_for_leader_epoch, produce, sync_group, vote)
@@ -35,6 +36,9 @@ HANDLERS = {
     api.DESCRIBE_ACLS: describe_acls.handle,
     api.CREATE_ACLS: create_acls.handle,
     api.DELETE_ACLS: delete_acls.handle,
+    # topic configs (in the metadata log in a cluster)
+    api.DESCRIBE_CONFIGS: describe_configs.handle,
+    api.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
     # the classic group protocol (quorum/groups/)
     api.JOIN_GROUP: join_group.handle,
     api.SYNC_GROUP: sync_group.handle,

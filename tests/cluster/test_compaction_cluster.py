@@ -121,3 +121,30 @@ def test_replicas_compact_on_their_own_catch_up_across_cleaned_ranges_and_verify
                            capture_output=True, text=True, timeout=300)
     assert audit.returncode == 0 and "FINDING" not in audit.stdout, audit.stdout[-3000:] + audit.stderr[-2000:]
     assert "2 partitions compared" in audit.stdout.splitlines()[-1], audit.stdout[-500:]
+
+
+def test_a_topic_altered_to_compact_through_any_node_is_compacted_on_every_replica(tmp_path):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    with KraftdCluster(tmp_path, nodes=3, env=ENV) as cluster:
+        controller = wait_cluster_ready(cluster, 60)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+        admin.create_topics([NewTopic(TOPIC, 1, 3, config={"segment.bytes": str(64 << 10)})])[TOPIC].result(30)
+        acked = write(cluster.bootstrap(), 0, 10_000)
+        other = next(i for i in cluster.ids if i != controller)  # forwarded to the controller
+        through = AdminClient({"bootstrap.servers": cluster.node(other)})
+        change = ConfigResource("TOPIC", TOPIC, incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
+        through.incremental_alter_configs([change])[change].result(30)
+        for i in cluster.ids:  # every node answers with the committed configs
+            node_admin = AdminClient({"bootstrap.servers": cluster.node(i)})
+            resource = ConfigResource("TOPIC", TOPIC)
+            wait_until(lambda: node_admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value
+                       == "compact", 30, f"node {i} to describe the new policy")
+        acked += write(cluster.bootstrap(), 10_000, 2_000)  # (rolls segments past the alteration)
+        wait_until(lambda: all((gauge(cluster, i, "kraftd_log_cleaner_passes_total") or 0) > 0 for i in cluster.ids),
+                   60, "a cleaning pass on every replica")
+        end = max(a[0] for a in acked) + 1
+        assert latest(read_all(cluster.bootstrap(), end)) == latest(acked)

@@ -4,6 +4,8 @@
 //        -> "acked <line number> <offset>" per line (in line order), then "done"
 //   java CompactedTopic read BOOTSTRAP TOPIC END
 //        -> "record <offset> <key> <value or ->" per record from the beginning up to END, then "done"
+//   java CompactedTopic alter BOOTSTRAP TOPIC name=value,...   (incrementalAlterConfigs, SET) -> "altered"
+//   java CompactedTopic describe BOOTSTRAP TOPIC -> "config <name> <value> <source>" per config
 // The producer is the client's default (idempotent, acks=all). "error <text>" and exit 1 on a failure.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -16,6 +18,10 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -32,6 +38,8 @@ public class CompactedTopic {
         try {
             if (mode.equals("create")) create(bootstrap, topic, args[3]);
             else if (mode.equals("write")) write(bootstrap, topic);
+            else if (mode.equals("alter")) alter(bootstrap, topic, args[3]);
+            else if (mode.equals("describe")) describe(bootstrap, topic);
             else read(bootstrap, topic, Long.parseLong(args[3]));
             System.out.println("done");
         } catch (Exception e) {
@@ -52,6 +60,33 @@ public class CompactedTopic {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1).configs(config))).all().get();
         }
         System.out.println("created");
+    }
+
+    static void alter(String bootstrap, String topic, String configs) throws Exception {
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (String pair : configs.split(",")) {
+            String[] kv = pair.split("=", 2);
+            ops.add(new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
+        }
+        System.out.println("altered");
+    }
+
+    static void describe(String bootstrap, String topic) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+            for (ConfigEntry e : config.entries()) {
+                System.out.println("config " + e.name() + " " + e.value() + " " + e.source());
+            }
+        }
     }
 
     static void write(String bootstrap, String topic) throws Exception {

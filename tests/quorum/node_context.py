@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.records import build_batch, decode_records
 from kraftd.quorum.node import Node
@@ -70,7 +69,7 @@ class NodeTestContext:
         """node.handle of `request`; `node_id`: sent over a connection authenticated as that node;
         `principal`: the connection's (a SASL login, a TLS client certificate)."""
         self._correlation += 1
-        key = api_key if api_key is not None else _API_OF[type(request).__name__]
+        key = api_key if api_key is not None else type(request).API_KEY
         header = m.RequestHeader(request_api_key=key, request_api_version=version,
                                  correlation_id=self._correlation, client_id=client_id)
         outcome = self.node.handle(header, request, self.now_ms, Peer(peer, node_id, principal))
@@ -369,13 +368,5 @@ class FetchClient:
                                      if r.offset >= self.positions[tp]]
             self.positions[tp] = header.last_offset + 1
 
-
-_API_OF = {
-    "ProduceRequest": api.PRODUCE, "FetchRequest": api.FETCH, "ListOffsetsRequest": api.LIST_OFFSETS,
-    "MetadataRequest": api.METADATA, "ApiVersionsRequest": api.API_VERSIONS, "CreateTopicsRequest": api.CREATE_TOPICS,
-    "InitProducerIdRequest": api.INIT_PRODUCER_ID, "OffsetForLeaderEpochRequest": api.OFFSET_FOR_LEADER_EPOCH,
-    "DeleteRecordsRequest": api.DELETE_RECORDS, "FindCoordinatorRequest": api.FIND_COORDINATOR,
-    "DeleteTopicsRequest": api.DELETE_TOPICS,
-}
 
 __all__ = ["FetchClient", "NodeTestContext", "batch_of", "values_in", "NoResponse", "Park", "Respond", "START_MS"]
