@@ -43,7 +43,7 @@ def handle(ctx, header, request, now_ms, peer):
             results.append(_result(resource, ErrorCode.NONE, None))
         except ConfigProblem as problem:
             results.append(_result(resource, problem.code, problem.message))
-    response = IncrementalAlterConfigsResponse(throttle_time_ms=0, resources=results)
+    response = IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
     if request.validate_only:
         return Respond(response)
     if ctx.plane is None:
@@ -62,5 +62,5 @@ def _result(resource, code, message) -> Result:
 
 
 def _fail_all(request, error, message=None):
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, resources=[_result(r, error, message)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[_result(r, error, message)
                                                                            for r in request.resources])

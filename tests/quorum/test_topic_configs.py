@@ -26,7 +26,7 @@ def describe(ctx, name="t", keys=None, version=4, resource_type=2, synonyms=Fals
 def alter(ctx, *ops, name="t", validate_only=False, version=1):
     request = A(resources=[A.AlterConfigsResource(resource_type=2, resource_name=name, configs=[
         A.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])], validate_only=validate_only)
-    return ctx.respond(request, version).resources[0]
+    return ctx.respond(request, version).responses[0]
 
 
 def values(result) -> dict:
@@ -87,4 +87,4 @@ def test_invalid_alterations_change_nothing(ctx, ops, code):
 def test_unknown_topics_and_broker_resources_are_refused(ctx):
     assert alter(ctx, ("retention.ms", SET, "5"), name="nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     request = A(resources=[A.AlterConfigsResource(resource_type=4, resource_name="1", configs=[])], validate_only=False)
-    assert ctx.respond(request, 0).resources[0].error_code == ErrorCode.INVALID_REQUEST
+    assert ctx.respond(request, 0).responses[0].error_code == ErrorCode.INVALID_REQUEST
