@@ -50,8 +50,8 @@ def log_tail(directory: PartitionDir, start: int, end: int | None) -> LogTail:
         log_end = h.next_offset
         if h.base_offset >= end:
             continue
-        if h.base_offset <= end - 1 <= h.last_offset:
-            epoch = h.partition_leader_epoch
+        epoch = h.partition_leader_epoch  # (the last batch starting below `end`: the one holding end - 1,
+        # or, in a compacted log, the last before a gap there)
         if not h.is_control and h.last_offset >= start:
             max_ts = max(max_ts, h.max_timestamp)
     return LogTail(log_end, epoch, max_ts)

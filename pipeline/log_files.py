@@ -3,7 +3,9 @@
 Pure Python (no pyspark): `format("kraftd-log")`, `format("kraftd-snapshot")` and the jobs plan
 and read with it. A data dir holds `<topic>-<p>/` directories of `<base>.log` segments with
 sparse `.index` files (8-byte entries: relative offset, file position); large segments are
-split at index entries, which always sit at batch boundaries. The active (last) segment may
+split at index entries, which always sit at batch boundaries. A compacted topic's log has
+offset gaps where its cleaner removed records (read as they are: a reader sees the offsets
+that remain). The active (last) segment may
 end in a torn batch after a crash: reading stops there, as recovery truncates there.
 """
 from __future__ import annotations
@@ -43,6 +45,12 @@ class PartitionDir:
         except (FileNotFoundError, ValueError):
             return 0
 
+    @property
+    def compacted(self) -> bool:
+        """A compacted topic's log (its `compacted` marker, storage/file_log.py): offsets may be
+        missing between batches, where the cleaner removed records."""
+        return os.path.exists(os.path.join(self.path, "compacted"))
+
     def segment_bases(self) -> list[int]:
         return sorted(int(n[:-4]) for n in os.listdir(self.path) if n.endswith(".log") and n[:-4].isdigit())
 
@@ -58,6 +66,7 @@ class SegmentSplit:
     end: int | None
     active: bool          # the partition's last segment: a torn tail is expected, not an error
     log_start: int
+    gaps: bool = False    # a compacted log: a batch may start past where the one before ended
 
 
 def _as_partition_dir(path: str) -> PartitionDir | None:
@@ -94,6 +103,7 @@ def plan_segment_splits(directory: PartitionDir, split_bytes: int = DEFAULT_SPLI
     """One split per segment; segments larger than `split_bytes` cut at index entries."""
     bases = directory.segment_bases()
     log_start = directory.log_start_offset
+    gaps = directory.compacted
     out = []
     for i, base in enumerate(bases):
         active = i == len(bases) - 1
@@ -110,7 +120,8 @@ def plan_segment_splits(directory: PartitionDir, split_bytes: int = DEFAULT_SPLI
                     cuts.append(pos)
         for j, start in enumerate(cuts):
             end = cuts[j + 1] if j + 1 < len(cuts) else None
-            out.append(SegmentSplit(path, directory.topic, directory.partition, base, start, end, active, log_start))
+            out.append(SegmentSplit(path, directory.topic, directory.partition, base, start, end, active, log_start,
+                                    gaps))
     return out
 
 
@@ -144,7 +155,7 @@ def iter_split_batches(split: SegmentSplit):
                     reason = f"magic {h.magic}"
                 elif pos + h.size > size:
                     reason = f"torn batch: {h.size} bytes claimed, {size - pos} present"
-                elif expected is not None and h.base_offset != expected:
+                elif expected is not None and (h.base_offset < expected or h.base_offset > expected and not split.gaps):
                     reason = f"offset {h.base_offset}, expected {expected}"
                 elif not crc_ok(view, pos, h):
                     reason = "CRC mismatch"

@@ -96,8 +96,6 @@ class FileLog(PartitionLog):
         # Once compacted, always: a cleaned log (or a follower's copy of one) keeps its gaps if
         # the topic's policy changes back to delete, so the marker file says so at every open.
         self.gaps_allowed = compacted or os.path.exists(os.path.join(self.dir, COMPACTED_MARKER_FILE))
-        if compacted:
-            self._mark_compacted()
         self.index_interval_bytes = index_interval_bytes
         self.use_mmap = use_mmap
         # False only to plant a bug (the simulation's BugSwitches.recovery_keeps_torn_batch):
@@ -124,6 +122,8 @@ class FileLog(PartitionLog):
         self._retained_offset = 0
         self.cleaner_checkpoint = 0  # compacted logs: where the dirty part starts (storage/cleaning.py)
         self.recovery_report = self._open()
+        if compacted:  # (after _open: it removes `.tmp` files, the marker's write among them)
+            self._mark_compacted()
 
     # -- properties ---------------------------------------------------------------------------
 
