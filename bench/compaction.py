@@ -1,4 +1,4 @@
-"""(w) Log compaction: how fast the cleaner cleans, and what it costs the latency of the
+"""(y) Log compaction: how fast the cleaner cleans, and what it costs the latency of the
 records going through the node while it runs.
 
 1. **Cleaner throughput.** In process, on real files: a compacted FileLog with N MB of dirty
@@ -119,7 +119,8 @@ def _latency_round(cleaner: bool, opts: dict, log) -> dict:
         admin = AdminClient({"bootstrap.servers": server.bootstrap})
         for f in admin.create_topics([
                 NewTopic("churn", 1, 1, config={"cleanup.policy": "compact", "segment.bytes": str(4 << 20),
-                                                "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"}),
+                                                "segment.ms": "1000",
+                                                "min.cleanable.dirty.ratio": str(opts.get("ratio", 0.01))}),
                 NewTopic("latency", 1, 1)]).values():
             f.result(30)
 
@@ -213,19 +214,23 @@ def measure_latency(opts: dict, log) -> dict:
 
 def report(res: dict) -> str:
     t, lat = res["throughput"], res["latency"]
-    return "\n".join([
-        "(w) log compaction",
-        f"  cleaner throughput: {t['mb_per_s']:.1f} MB/s of dirty log (median of {len(t['runs'])}); "
-        f"on the loop: plan {t['plan_ms']:.1f} ms, commit {t['commit_ms']:.1f} ms",
+    lines = ["(y) log compaction"]
+    if t is not None:
+        lines.append(f"  cleaner throughput: {t['mb_per_s']:.1f} MB/s of dirty log (median of {len(t['runs'])}); "
+                     f"on the loop: plan {t['plan_ms']:.1f} ms, commit {t['commit_ms']:.1f} ms")
+    return "\n".join(lines + [
         f"  produce->consume latency, cleaner on vs off (median of {len(lat['rounds']) // 2} rounds each): "
         f"p99 {lat['p99_on_ms']:.2f} vs {lat['p99_off_ms']:.2f} ms (x{lat['p99_ratio']:.2f}), "
         f"p50 {lat['p50_on_ms']:.2f} vs {lat['p50_off_ms']:.2f} ms; the cleaner read "
-        f"{lat['cleaned_mb_per_round']:.0f} MB a round"])
+        f"{lat['cleaned_mb_per_round']:.0f} MB a round (min.cleanable.dirty.ratio {res['options'].get('ratio', 0.01)}, "
+        f"io limit {res['options'].get('io_limit') or 'none'})"])
 
 
 def measure(opts: dict, log) -> dict:
-    log("compaction: cleaner throughput")
-    throughput = measure_throughput(opts, log)
+    throughput = None
+    if not opts.get("skip_throughput"):
+        log("compaction: cleaner throughput")
+        throughput = measure_throughput(opts, log)
     log("compaction: latency with and without the cleaner")
     return dict(name=NAME, options=opts, throughput=throughput, latency=measure_latency(opts, log))
 
@@ -243,9 +248,12 @@ def main(argv=None) -> int:
     p.add_argument("--churn-rate", type=int)
     p.add_argument("--seconds", type=float)
     p.add_argument("--io-limit", type=float, help="log_cleaner_io_max_bytes_per_second for the latency rounds")
+    p.add_argument("--ratio", type=float, help="the churn topic's min.cleanable.dirty.ratio (default 0.01)")
+    p.add_argument("--skip-throughput", action="store_true")
     args = p.parse_args(argv)
     opts = _options(args.quick)
-    for key in ("dirty_mb", "rounds", "churn_rate", "seconds", "io_limit"):
+    opts["skip_throughput"] = args.skip_throughput
+    for key in ("dirty_mb", "rounds", "churn_rate", "seconds", "io_limit", "ratio"):
         if getattr(args, key) is not None:
             opts[key] = getattr(args, key)
     t0 = time.monotonic()

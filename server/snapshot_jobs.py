@@ -1,5 +1,7 @@
-"""Runs the node's jobs off the loop: KIP-630 snapshots to write, and followers' truncations
-and snapshot installs (quorum/raft/truncations.py, snapshot_installs.py). `job.run()` writes files, so it gets a worker thread.
+"""Runs the node's jobs off the loop: KIP-630 snapshots to write, followers' truncations and
+snapshot installs (quorum/raft/truncations.py, snapshot_installs.py), and compacted logs'
+cleaning passes (quorum/compaction.py). `job.run()` writes files, so it gets a worker thread;
+a cleaning pass's work runs in a worker process the thread waits for.
 
 Snapshots run one at a time on their own thread, so a large snapshot never delays a group
 commit; followers' truncations and snapshot installs on another, so that a follower never
@@ -39,7 +41,7 @@ class SnapshotJobRunner:
         self._other_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-trunc")
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftd-cleaner")
         # A cleaning pass is CPU-bound Python: run in a thread, it would take the GIL from the
-        # event loop for most of its run (bench/README.md, (w)). It runs in a worker process,
+        # event loop for most of its run (bench/README.md, (y)). It runs in a worker process,
         # started at the first pass (spawned, not forked: this process has threads).
         self._cleaner_processes: ProcessPoolExecutor | None = None
         self._cleaning: set = set()

@@ -41,7 +41,6 @@ __all__ = ["CleaningPlan", "CleaningSpec", "CleanerStats", "SegmentRef", "SWAP_N
 CLEANED_SUFFIX = ".cleaned"
 SWAP_NAME = re.compile(r"^(\d{20})\.log\.(\d{20})\.swap$")
 _WRITE_CHUNK = 1 << 20
-_SYNC_EVERY = 4 << 20
 
 
 def swap_path(directory: str, base_offset: int, end_offset: int) -> str:
@@ -146,7 +145,6 @@ class _Pass:
         self.stats = CleanerStats()
         self._started = time.monotonic()
         self._throttled_bytes = 0
-        self._unsynced = 0
         self._views: list = [None] * len(self.refs)
 
     def run(self) -> CleaningResult:
@@ -271,12 +269,6 @@ class _Pass:
     def _write(self, out: LogSegment, buf: bytearray, placed: list) -> None:
         out.append(buf, placed)
         self.stats.bytes_written += len(buf)
-        self._unsynced += len(buf)
-        if self._unsynced >= _SYNC_EVERY:
-            # Written back as it goes: one fsync of a whole cleaned segment at the end was a
-            # burst the node's own fsyncs (acks=all produces) queued behind (bench/README.md, (w)).
-            os.fdatasync(out.fd)
-            self._unsynced = 0
         self._throttle(len(buf))
 
     def _batches(self, i: int):
