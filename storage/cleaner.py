@@ -3,7 +3,7 @@
 One pass over one log, in three parts, like a follower's truncation (truncation.py):
 
 - `FileLog.plan_cleaning(...)`, on the loop: the cleanable range (whole sealed segments, all of
-  them below the high watermark and the flushed offset, none newer than min.compaction.lag.ms)
+  them below the high watermark, none newer than min.compaction.lag.ms)
   and the state the pass needs (the last batches of every idempotent producer, the time).
 - `CleaningPlan.run()`, on a worker thread, touching nothing the log uses: map every key of the
   dirty part (from the cleaner checkpoint to the end of the range) to its last offset, then

@@ -45,13 +45,13 @@ def read_cleaner_checkpoint(directory: str) -> int:
 
 
 def cleanable(log, *, max_offset: int, now_ms: int, min_lag_ms: int) -> Cleanable | None:
-    """The sealed segments below `max_offset` (the high watermark) and the flushed offset, up to
-    the first with a record newer than `min_lag_ms` (Kafka's min.compaction.lag.ms); None if
-    none of them is dirty."""
+    """The sealed segments below `max_offset` (the high watermark: never what a truncation may
+    still cut), up to the first with a record newer than `min_lag_ms` (Kafka's
+    min.compaction.lag.ms); None if none of them is dirty. (Not bounded by the flushed offset:
+    a pass fsyncs what it writes, and under fsync_policy=never nothing is ever flushed.)"""
     segs, bases = log._segments, log._bases
-    limit = min(max_offset, log.flushed_offset)
     n = 0
-    while (n + 1 < len(segs) and bases[n + 1] <= limit
+    while (n + 1 < len(segs) and bases[n + 1] <= max_offset
            and (min_lag_ms <= 0 or segs[n].max_timestamp <= now_ms - min_lag_ms)):
         n += 1
     if n == 0:
@@ -131,6 +131,8 @@ def commit_cleaning(log, plan: CleaningPlan) -> bool:
     # the new segments' now).
     log._segments[first:first + n] = cleaned
     log._bases[first:first + n] = [seg.base_offset for seg in cleaned]
+    with log._lock:  # (a replaced segment still waiting for its fsync needs none now)
+        log._dirty = {k: v for k, v in log._dirty.items() if v in log._segments}
     log.cleaner_checkpoint = plan.end_offset
     directory, offset = log.dir, plan.end_offset
 

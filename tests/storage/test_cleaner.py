@@ -110,7 +110,7 @@ def test_a_second_pass_after_more_writes_keeps_only_the_latest(tmp_path):
     assert len(log.segments) < segments_before  # what the first pass shrank is grouped into fewer
 
 
-def test_unflushed_or_uncommitted_segments_and_the_active_one_are_never_cleaned(tmp_path):
+def test_uncommitted_segments_and_the_active_one_are_never_cleaned(tmp_path):
     log = open_log(tmp_path / "c-0")
     fill(log, updates=100)
     bases = [s.base_offset for s in log.segments]
@@ -120,8 +120,9 @@ def test_unflushed_or_uncommitted_segments_and_the_active_one_are_never_cleaned(
     # min.compaction.lag.ms: records younger than it stay dirty
     assert log.cleanable(max_offset=log.log_end_offset, now_ms=NOW, min_lag_ms=2 * DAY) is None
     log.append_as_leader(keyed([(b"a", b"b")]), 1, now_ms=NOW)
-    log.roll()
-    assert log.cleanable(max_offset=log.log_end_offset, now_ms=NOW, min_lag_ms=0).end_offset == bases[-1]
+    log.roll()  # the active segment sealed: cleanable now
+    assert log.cleanable(max_offset=log.log_end_offset, now_ms=NOW, min_lag_ms=0).end_offset == \
+        log.segments[-1].base_offset > bases[-1]
 
 
 def test_tombstones_stay_until_delete_retention_after_the_pass_that_kept_them(tmp_path):
@@ -330,3 +331,16 @@ def test_a_segment_replaced_since_the_plan_fails_the_pass_and_nothing_changes(tm
     plan.discard()
     assert not log.commit_cleaning(plan)
     assert records(log) == written and not [n for n in os.listdir(log.dir) if n.endswith(".cleaned")]
+
+
+def test_a_log_never_flushed_is_cleaned_too(tmp_path):
+    """(fsync_policy=never: nothing is flushed, the HW is the log end)"""
+    log = open_log(tmp_path / "c-0")
+    written = []
+    for i in range(100):
+        pairs = [(b"k%d" % (i % 5), b"v%d" % i)]
+        written.append((log.append_as_leader(keyed(pairs), 1, now_ms=NOW).first_offset, *pairs[0]))
+    assert log.flushed_offset == 0
+    plan = clean(log)
+    assert plan is not None and records(log) == split(written, plan.end_offset)
+    assert all(seg in log.segments for seg in log._dirty.values())
