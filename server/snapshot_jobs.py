@@ -70,17 +70,20 @@ class SnapshotJobRunner:
                 await asyncio.get_running_loop().run_in_executor(pool, job.run, self._cleaner_process())
             else:
                 await asyncio.get_running_loop().run_in_executor(pool, job.run)
-        except BrokenProcessPool as e:
+        except BrokenProcessPool as e:  # the worker died (killed, out of memory): a new one next time
             error = e
-            self._cleaner_processes = None  # (a new worker for the next pass)
+            broken, self._cleaner_processes = self._cleaner_processes, None
+            if broken is not None:
+                broken.shutdown(wait=False)
         except Exception as e:
             error = e
         finally:
             self._cleaning.discard(job)
+        if cleaning:  # (the node logs the pass and counts it: quorum/compaction.py)
+            self._on_done(job, error)
+            return
         seconds = round(time.perf_counter() - started, 3)
-        if cleaning:
-            pass  # (the node logs the pass and counts it: quorum/compaction.py)
-        elif follower:
+        if follower:
             log.info("follower job ran", job=type(job).__name__, key=str(job.key), seconds=seconds,
                      error=repr(error) if error else None)
         elif error is not None:
