@@ -17,6 +17,9 @@ records going through the node while it runs.
    The same run with ``KRAFTD_LOG_CLEANER_ENABLE=false`` is the baseline; the two alternate
    (``--rounds``) and their p99s are compared as medians and a ratio, in the same run. The
    server's cleaner counters (/metrics) say how much it cleaned meanwhile.
+3. **A group coordinator's load** (``--only-offsets``): K committed offsets (default 200,000)
+   rebuilt into a dict from a KIP-630 snapshot, and from a compacted log cleaned once with a
+   dirty tail as large as its clean part; medians of three (``measure_offsets_load``).
 
 Nothing here asserts. Run: ``.venv/bin/python -m bench.compaction [--quick]``.
 """
@@ -42,7 +45,8 @@ NOW_MS = int(time.time() * 1000)
 
 def _options(quick: bool) -> dict:
     return dict(dirty_mb=40 if quick else 200, keys=20_000, repeats=2 if quick else 3, rounds=1 if quick else 3,
-                rate=1000, churn_rate=4000 if quick else 8000, seconds=5.0 if quick else 15.0)
+                rate=1000, churn_rate=4000 if quick else 8000, seconds=5.0 if quick else 15.0,
+                offset_keys=20_000 if quick else 200_000)
 
 
 # -- 1. throughput ---------------------------------------------------------------------------------
@@ -212,12 +216,92 @@ def measure_latency(opts: dict, log) -> dict:
                 cleaned_mb_per_round=statistics.median(x["cleaned_mb"] for x in rounds if x["cleaner"]))
 
 
+# -- 3. __consumer_offsets: a coordinator's load from a snapshot or from a compacted log -----------
+def measure_offsets_load(opts: dict, log) -> dict:
+    """What a new group coordinator reads to rebuild K committed offsets: a KIP-630 snapshot of
+    them (kraftd's __consumer_offsets), or a compacted log holding them, cleaned (every live key
+    once) with a dirty tail as large as the clean part (Kafka's default ratio, the most it waits
+    for). Both decoded into a dict, in process; medians of three."""
+    from kraftd.protocol.records import build_batch, decode_records, iter_batch_headers
+    from kraftd.storage import FileLog
+    from kraftd.storage.snapshots import SnapshotId, SnapshotReader, SnapshotWriter
+
+    keys = opts["offset_keys"]
+    rng = random.Random(11)
+    items = [(b"group-%04d/topic-%03d/%05d" % (k % 1000, k % 97, k), b"\x00\x03" + rng.randbytes(28))
+             for k in range(keys)]
+    root = Path(tempfile.mkdtemp(prefix="kraftd-bench-offsets-"))
+    try:
+        (root / "s-0").mkdir()
+        writer = SnapshotWriter(str(root / "s-0"), SnapshotId(keys, 1), last_contained_log_timestamp=NOW_MS)
+        writer.append_many(items)
+        snapshot = writer.freeze()
+        log_ = FileLog(root / "c-0", segment_bytes=16 << 20, compacted=True)
+        for rounds in range(2):  # every key twice: the first copies are what a pass removes
+            for i in range(0, keys, 500):
+                log_.append_as_leader(bytearray(build_batch([(k, v, None, NOW_MS - 60_000) for k, v in items[i:i + 500]])),
+                                      1, now_ms=NOW_MS)
+            if rounds == 0:
+                log_.roll()
+        log_.roll()
+        log_.flush()
+        range_ = log_.cleanable(max_offset=log_.log_end_offset, now_ms=NOW_MS, min_lag_ms=0)
+        plan = log_.plan_cleaning(range_, now_ms=NOW_MS, delete_retention_ms=86_400_000, max_keys=10**7,
+                                  io_bytes_per_second=None)
+        plan.run()
+        assert log_.commit_cleaning(plan)
+        for i in range(0, keys, 500):  # the dirty tail: every key once more
+            log_.append_as_leader(bytearray(build_batch([(k, v, None, NOW_MS) for k, v in items[i:i + 500]])), 1,
+                                  now_ms=NOW_MS)
+        log_.flush()
+
+        def from_snapshot():
+            return dict(SnapshotReader.open(snapshot).items())
+
+        def from_log():
+            state, offset = {}, log_.log_start_offset
+            while offset < log_.log_end_offset:
+                result = log_.read(offset, 8 << 20)
+                data = result.to_bytes()
+                for pos, h in iter_batch_headers(data):
+                    for r in decode_records(data[pos:pos + h.size], h):
+                        state[r.key] = r.value
+                offset = result.next_offset
+            return state
+
+        out = {}
+        for name, load in (("snapshot", from_snapshot), ("compacted_log", from_log)):
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                state = load()
+                times.append((time.perf_counter() - t0) * 1000)
+            assert len(state) == keys
+            out[name + "_ms"] = statistics.median(times)
+        out["snapshot_mb"] = Path(snapshot).stat().st_size / 1e6
+        out["log_mb"] = log_.size_in_bytes / 1e6
+        out["keys"] = keys
+        log(f"  offsets load, {keys} keys: snapshot {out['snapshot_ms']:.0f} ms ({out['snapshot_mb']:.1f} MB), "
+            f"compacted log with its dirty tail {out['compacted_log_ms']:.0f} ms ({out['log_mb']:.1f} MB)")
+        log_.close()
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def report(res: dict) -> str:
     t, lat = res["throughput"], res["latency"]
     lines = ["(y) log compaction"]
     if t is not None:
         lines.append(f"  cleaner throughput: {t['mb_per_s']:.1f} MB/s of dirty log (median of {len(t['runs'])}); "
                      f"on the loop: plan {t['plan_ms']:.1f} ms, commit {t['commit_ms']:.1f} ms")
+    o = res.get("offsets_load")
+    if o is not None:
+        lines.append(f"  a coordinator's load of {o['keys']} committed offsets: from a snapshot {o['snapshot_ms']:.0f} ms "
+                     f"({o['snapshot_mb']:.1f} MB), from a compacted log with a dirty tail as large as its clean part "
+                     f"{o['compacted_log_ms']:.0f} ms ({o['log_mb']:.1f} MB)")
+    if lat is None:
+        return "\n".join(lines)
     return "\n".join(lines + [
         f"  produce->consume latency, cleaner on vs off (median of {len(lat['rounds']) // 2} rounds each): "
         f"p99 {lat['p99_on_ms']:.2f} vs {lat['p99_off_ms']:.2f} ms (x{lat['p99_ratio']:.2f}), "
@@ -231,8 +315,13 @@ def measure(opts: dict, log) -> dict:
     if not opts.get("skip_throughput"):
         log("compaction: cleaner throughput")
         throughput = measure_throughput(opts, log)
-    log("compaction: latency with and without the cleaner")
-    return dict(name=NAME, options=opts, throughput=throughput, latency=measure_latency(opts, log))
+    log("compaction: a group coordinator's load, from a snapshot and from a compacted log")
+    offsets = measure_offsets_load(opts, log)
+    latency = None
+    if not opts.get("only_offsets"):
+        log("compaction: latency with and without the cleaner")
+        latency = measure_latency(opts, log)
+    return dict(name=NAME, options=opts, throughput=throughput, latency=latency, offsets_load=offsets)
 
 
 def run(ctx) -> dict:
@@ -250,9 +339,11 @@ def main(argv=None) -> int:
     p.add_argument("--io-limit", type=float, help="log_cleaner_io_max_bytes_per_second for the latency rounds")
     p.add_argument("--ratio", type=float, help="the churn topic's min.cleanable.dirty.ratio (default 0.01)")
     p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--only-offsets", action="store_true", help="only part 3 (the offsets load)")
     args = p.parse_args(argv)
     opts = _options(args.quick)
-    opts["skip_throughput"] = args.skip_throughput
+    opts["skip_throughput"] = args.skip_throughput or args.only_offsets
+    opts["only_offsets"] = args.only_offsets
     for key in ("dirty_mb", "rounds", "churn_rate", "seconds", "io_limit", "ratio"):
         if getattr(args, key) is not None:
             opts[key] = getattr(args, key)
