@@ -180,6 +180,7 @@ class Java:
         return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("client_class", [KafkaPython, Confluent, Java], ids=["kafka-python", "confluent", "java"])
 def test_a_compacted_topic_reads_back_one_record_per_key_and_its_tombstones_go_after_delete_retention(
         server, tmp_path, client_class):
