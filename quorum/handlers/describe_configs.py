@@ -1,13 +1,13 @@
 """DescribeConfigs v1–4: a topic's configs (every one kraftd knows, with its value, whether the
 topic sets it or takes the default, and Kafka's config type), answered by any node; the
 node's own broker configs, read-only (they come from its settings file). A topic needs
-DESCRIBE_CONFIGS on it."""
+DESCRIBE_CONFIGS on it, the broker DESCRIBE_CONFIGS on the cluster."""
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeConfigsResponse
 
-from ..metadata.acls import Operation
+from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from ..topic_config import CONFIG_TYPES, TopicConfig
 from .config_common import BROKER, TOPIC, ConfigProblem, topic_configs
@@ -38,6 +38,8 @@ def _describe(ctx, resource, peer) -> list[tuple[str, str | None, bool, int, int
         rows = [(k, v, False, TOPIC_SOURCE if k in explicit else DEFAULT_SOURCE, CONFIG_TYPES.get(k, 2))
                 for k, v in values.items()]
     elif resource.resource_type == BROKER:
+        if not ctx.authorizer.allows(peer, Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+            raise ConfigProblem(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         me = str(ctx.config.node_id)
         if resource.resource_name not in ("", me):
             raise ConfigProblem(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {me} or empty string, "

@@ -88,3 +88,25 @@ def test_unknown_topics_and_broker_resources_are_refused(ctx):
     assert alter(ctx, ("retention.ms", SET, "5"), name="nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     request = A(resources=[A.AlterConfigsResource(resource_type=4, resource_name="1", configs=[])], validate_only=False)
     assert ctx.respond(request, 0).responses[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_acls_decide_who_may_describe_and_alter(ctx):
+    from kraftd.quorum.authorizer import AclAuthorizer
+    from kraftd.quorum.metadata.image import MetadataImage
+
+    from .test_authorizer import _record, acl
+    from kraftd.quorum.metadata.acls import Operation as O
+
+    image = MetadataImage()
+    image.replay(_record(acl("t", O.DESCRIBE_CONFIGS)))
+    ctx.node._ctx.authorizer = AclAuthorizer(lambda: image, (), False)
+    alice = {"principal": "User:alice"}
+    request = Q(resources=[Q.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
+                           Q.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)],
+                include_synonyms=False, include_documentation=False)
+    topic, broker = ctx.respond(request, 4, **alice).results
+    assert topic.error_code == 0 and broker.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    change = A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="retention.ms", config_operation=SET, value="5")])], validate_only=False)
+    assert ctx.respond(change, 1, **alice).responses[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert ctx.node.topics.explicit_configs("t") == {"retention.ms": "1000"}
