@@ -22,6 +22,7 @@ from .raft.replication import Replication
 from .snapshots.coordination import SnapshotCoordination
 from .log_opening import LogOpening, OpenLogsJob, opened_key
 from .metadata.image import topic_key
+from .topic_config import InvalidTopicConfig, TopicConfig, policy_change_problem
 from .topics import Topic, TopicCreating, TopicError, TopicRegistry
 
 log = logging.getLogger(__name__)
@@ -232,9 +233,8 @@ class Hosting:
                          if key[:2] in (b"t/", b"p/")}
             reconfigured = {key.split(b"/")[1].decode() for key in machine.touched if key[:2] == b"c/"}
         machine.touched, machine.reloaded = set(), False
-        for name in reconfigured:  # IncrementalAlterConfigs: the topic's configs changed
-            if self.topics.get(name) is not None and self.topics.explicit_configs(name) != image.configs.get(name, {}):
-                self.topics.reconfigure(name, dict(image.configs.get(name, {})))
+        for name in reconfigured:
+            self._apply_config_change(name, image)
         me = self.config.node_id
         changed = False
         for topic_id in sorted(topic_ids):
@@ -255,6 +255,27 @@ class Hosting:
             changed = True
         if changed:  # (a file write: only when what we host changed)
             self._catalog.set_metadata_offset(machine.applied_offset)
+
+    def _apply_config_change(self, name: str, image) -> None:
+        """IncrementalAlterConfigs changed a topic's configs in the image: the hosted topic takes
+        them. Only topics the image holds (never the metadata partition, whose configs are its
+        own), and never a change the controller would have refused (to or from snapshot)."""
+        topic = self.topics.get(name)
+        if topic is None or name == METADATA_TOPIC or image.topic(name) is None:
+            return
+        configs = dict(image.configs.get(name, {}))
+        if self.topics.explicit_configs(name) == configs:
+            return
+        try:
+            config = TopicConfig.resolve(configs, self.config)
+        except InvalidTopicConfig as exc:
+            log.error("topic %s: the image's configs are invalid here, not applied: %s", name, exc)
+            return
+        problem = policy_change_problem(topic.config, config)
+        if problem:
+            log.error("topic %s: %s; the image's configs are not applied", name, problem)
+            return
+        self.topics.reconfigure(name, configs)
 
     def check_rejoin_complete(self) -> None:
         """A rejoin is complete once the metadata group votes again, the image is applied up to
