@@ -27,7 +27,6 @@ class CleaningJob:
 
     def __init__(self, partition, plan) -> None:
         self.key = partition.key
-        self.partition = partition
         self.log = partition.log
         self.plan = plan
 

@@ -66,7 +66,7 @@ def cleanable(log, *, max_offset: int, now_ms: int, min_lag_ms: int) -> Cleanabl
         if bases[i + 1] <= first_dirty:
             clean += segs[i].size
         else:
-            if not dirty and first_ts < 0:
+            if first_ts < 0:  # (the first dirty segment with a timestamp)
                 first_ts = segs[i].rolling_timestamp()
             dirty += segs[i].size
     return Cleanable(first_dirty, end, clean, dirty, first_ts)
