@@ -36,8 +36,10 @@ class CleaningJob:
 
 
 class LogCompaction:
-    def __init__(self, config: NodeConfig, topics: TopicRegistry, wall: WallClock) -> None:
+    def __init__(self, config: NodeConfig, topics: TopicRegistry, wall: WallClock, bugs=None) -> None:
         self._config = config
+        # (a test-only planted bug: BugSwitches.cleaner_passes_high_watermark)
+        self._past_hw = bool(bugs and bugs.cleaner_passes_high_watermark)
         self._topics = topics
         self._wall = wall
         self._next_check_ms = 0
@@ -71,7 +73,8 @@ class LogCompaction:
                 if partition is None:
                     continue
                 cfg = partition.config
-                range_ = partition.log.cleanable(max_offset=partition.high_watermark, now_ms=wall,
+                limit = partition.log.log_end_offset if self._past_hw else partition.high_watermark
+                range_ = partition.log.cleanable(max_offset=limit, now_ms=wall,
                                                  min_lag_ms=cfg.min_compaction_lag_ms)
                 if range_ is None:
                     continue

@@ -111,7 +111,7 @@ class Node:
             self._balancer = LeaderBalancer(config.node_id, self.replication, self.plane)
         self._next_balance_ms = 0
         self._housekeeping = Housekeeping(config, self.topics, self.snapshots, wall)
-        self._compaction = LogCompaction(config, self.topics, wall)
+        self._compaction = LogCompaction(config, self.topics, wall, bugs=runtime.bugs)
         self.stats = NodeStats(self._ctx, hooks, self._housekeeping, self.snapshots, purgatory, self._compaction)
         self.stats.now_ms = lambda: changes.now_ms
 

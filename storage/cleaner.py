@@ -71,6 +71,12 @@ def finish_swaps(directory: str) -> list[int]:
     return done
 
 
+# A test-only planted bug (BugSwitches.cleaner_drops_latest_value): the map's comparison is off by
+# one, so a key's latest record goes with the older ones. Never set in production; the
+# simulation sets it for a run, in its own process (the server's pass runs in a worker process).
+planted_drops_latest = False
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -246,8 +252,10 @@ class _Pass:
         records = decode_records(batch, h)
         kept, tombstones = [], False
         now = self.spec.now_ms
+        off_by_one = planted_drops_latest
         for r in records:
-            if r.key is not None and offset_map.get(r.key, -1) > r.offset:
+            if r.key is not None and (offset_map.get(r.key, -1) > r.offset
+                                      or off_by_one and offset_map.get(r.key) == r.offset):
                 continue  # a later record of its key is in the dirty part
             if r.value is None and r.key is not None:
                 if h.has_delete_horizon and now >= h.base_timestamp:

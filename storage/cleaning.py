@@ -16,7 +16,7 @@ from .cleaner import CleaningPlan, CleaningSpec, SegmentRef, swap_path
 from .segment import segment_path
 
 __all__ = ["Cleanable", "cleanable", "plan_cleaning", "commit_cleaning", "read_cleaner_checkpoint",
-           "CLEANER_CHECKPOINT_FILE"]
+           "truncate_cleaner_checkpoint", "CLEANER_CHECKPOINT_FILE"]
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -42,6 +42,15 @@ def read_cleaner_checkpoint(directory: str) -> int:
             return int(f.read().strip())
     except (FileNotFoundError, ValueError):
         return 0
+
+
+def truncate_cleaner_checkpoint(log, offset: int) -> None:
+    """The log was truncated to `offset`: what is appended from there on is dirty again (Kafka's
+    LogCleanerManager.maybeTruncateCheckpoint). A crash before the write only makes the next
+    pass take less as dirty than it could."""
+    if log.cleaner_checkpoint > offset:
+        log.cleaner_checkpoint = offset
+        _write_checkpoint_later(log)
 
 
 def cleanable(log, *, max_offset: int, now_ms: int, min_lag_ms: int) -> Cleanable | None:
@@ -134,10 +143,16 @@ def commit_cleaning(log, plan: CleaningPlan) -> bool:
     with log._lock:  # (a replaced segment still waiting for its fsync needs none now)
         log._dirty = {k: v for k, v in log._dirty.items() if v in log._segments}
     log.cleaner_checkpoint = plan.end_offset
-    directory, offset = log.dir, plan.end_offset
+    _write_checkpoint_later(log)
+    return True
+
+
+def _write_checkpoint_later(log) -> None:
+    """Write the log's cleaner checkpoint on storage's background writer (in order with the
+    other writes of it, the value it has when the write runs)."""
+    directory = log.dir
 
     def write_checkpoint() -> None:
         if not log.discarded:
-            atomic_write(os.path.join(directory, CLEANER_CHECKPOINT_FILE), f"{offset}\n".encode())
+            atomic_write(os.path.join(directory, CLEANER_CHECKPOINT_FILE), f"{log.cleaner_checkpoint}\n".encode())
     background_writes().submit(write_checkpoint)
-    return True

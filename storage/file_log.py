@@ -35,7 +35,7 @@ from .atomic_file import atomic_write, fsync_dir
 from .background_writes import background_writes
 from .cleaner import CleaningPlan, finish_swaps
 from .cleaning import CLEANER_CHECKPOINT_FILE, Cleanable, cleanable, commit_cleaning, plan_cleaning, \
-    read_cleaner_checkpoint
+    read_cleaner_checkpoint, truncate_cleaner_checkpoint
 from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
@@ -315,7 +315,7 @@ class FileLog(PartitionLog):
         i, pos = where
         # A mapped file is never ftruncated (in-flight regions may point into it): copy the kept
         # prefix to a new file and rename it over the old name.
-        self._install_truncated(i, self._segments[i].copy_prefix(pos, use_mmap=self.use_mmap))
+        self._install_truncated(i, self._segments[i].copy_prefix(pos, use_mmap=self.use_mmap), offset)
         self._rebuild_producer_state()
 
     def plan_truncation(self, offset: int) -> TruncationPlan | None:
@@ -335,7 +335,7 @@ class FileLog(PartitionLog):
             return False
         seg = plan.segment
         seg.renamed_into_place()
-        self._install_truncated(i, seg)
+        self._install_truncated(i, seg, plan.offset)
         self.producer_state = plan.producer_state
         return True
 
@@ -353,14 +353,18 @@ class FileLog(PartitionLog):
             return self._log_start
         return i, pos
 
-    def _install_truncated(self, i: int, seg: LogSegment) -> None:
-        """Segment i is now `seg` (its kept prefix, under the segment's name); later ones go."""
+    def _install_truncated(self, i: int, seg: LogSegment, offset: int) -> None:
+        """Segment i is now `seg` (its kept prefix, under the segment's name); later ones go. The
+        log ends at `offset`, the truncation's, even where a compacted log's gap comes before it
+        (as Kafka's truncateTo; a restart's recovery ends it at its last batch)."""
         for later in self._segments[i + 1:]:
             later.delete()
         del self._segments[i + 1:], self._bases[i + 1:]
         old = self._segments[i]
         old.unlinked()  # (its file was renamed over)
         self._segments[i] = seg
+        if self.gaps_allowed and offset > seg.next_offset:
+            seg.next_offset = offset
         new_leo = seg.next_offset
         fsync_dir(self.dir)
         with self._lock:
@@ -370,6 +374,7 @@ class FileLog(PartitionLog):
             self._leo = new_leo
             self._flushed = min(self._flushed, new_leo)
         self._write_recovery_point(self._flushed, clean=False, durable=True)
+        truncate_cleaner_checkpoint(self, new_leo)
         self.epoch_cache.truncate_from_end(new_leo)
         self.epoch_cache.write_checkpoint()  # truncations are rare: durable at once
 
@@ -389,6 +394,7 @@ class FileLog(PartitionLog):
             self._dirty.clear()
             self._leo = self._log_start = self._flushed = offset
         self._write_recovery_point(offset, clean=False, durable=True)
+        truncate_cleaner_checkpoint(self, offset)
         self.epoch_cache.clear()
         self.epoch_cache.write_checkpoint()
 

@@ -42,6 +42,11 @@ class BugSwitches:
     codec_drops_diverging_epoch: bool = False
     # Log recovery keeps a torn last batch whose CRC fails (kraftd.storage.file_log).
     recovery_keeps_torn_batch: bool = False
+    # The log cleaner cleans past the high watermark: records a truncation may still remove
+    # (quorum/compaction.py) decide which committed records it drops.
+    cleaner_passes_high_watermark: bool = False
+    # The cleaner drops a key's latest record too (an off-by-one: kraftd.storage.cleaner).
+    cleaner_drops_latest_value: bool = False
 
     def any(self) -> bool:
         return any(getattr(self, name) for name in self.__dataclass_fields__)

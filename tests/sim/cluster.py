@@ -96,6 +96,7 @@ class SimNode:
         config = NodeConfig(node_id=self.id, fsync_policy="acks_all", retention_check_interval_ms=500,
                             snapshot_max_bytes_between=3000, snapshot_min_changed_records_ratio=0.0,
                             snapshot_start_offset_lag_time_max_ms=2000, broker_session_timeout_ms=2000,
+                            log_cleaner_backoff_ms=100,
                             voters={i: ("sim", 9092) for i in self.sim.nodes})
         seed = self.sim.rng.getrandbits(64)
         session_rng = random.Random(seed ^ 0x5EED)
@@ -191,6 +192,18 @@ class Simulation:
             self.topics.append((f"t{g}", uuid.UUID(int=self.rng.getrandbits(128) | 1), [voters]))
             # Every other group keeps state: KIP-630 snapshots, log start gated by the replicas.
             self.topic_configs[f"t{g}"] = {"cleanup.policy": "snapshot"} if g % 2 == 1 or groups == 1 and seed % 2 else {}
+        # Half the file-log seeds compact one group (cleanup.policy=compact, issue 26): short
+        # segment.ms and a low dirty ratio make the cleaner run many passes in a run, and tombstones
+        # go a second after their segment is cleaned. Drawn from a generator of its own, so that
+        # the seeds' other draws stay as they were.
+        self.compacted: set = set()
+        if rates.file_logs and random.Random(seed * 7_368_787 + 3).random() < 0.5:
+            plain = [f"t{g}" for g in range(groups) if not self.topic_configs[f"t{g}"]]
+            if plain:
+                self.compacted.add(plain[-1])
+                self.topic_configs[plain[-1]] = {"cleanup.policy": "compact", "segment.ms": "150",
+                                                 "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}
+                self.coverage["compacted seeds"] = 1
         self.clients: dict = {}
         self.admin_problems: list[str] = []
         self.removed_topic_ids: set = set()
@@ -498,12 +511,24 @@ class Simulation:
         job.run()
         if isinstance(job, OpenLogsJob):
             self.coverage["log-opening jobs"] += 1
-        if getattr(job, "follower_job", False):
-            # A truncation's copy or an install's decoded state is ready; the loop hears of it
-            # later: the log and the group may change meanwhile.
+        if getattr(job, "cleaner_job", False):
+            self.coverage["cleaning jobs"] += 1
+            self._cleans_committed_only(sn, job)
+        if getattr(job, "follower_job", False) or getattr(job, "cleaner_job", False):
+            # A truncation's copy, an install's decoded state or a cleaning pass's files are
+            # ready; the loop hears of it later: the log and the group may change meanwhile.
             self.at(self.now + max(1, self.rates.fsync_ms), "job_done", node_id, incarnation, job)
             return
         self.carry_out(sn, sn.step.snapshot_done(job, sn.clock()))
+
+    @staticmethod
+    def _cleans_committed_only(sn, job) -> None:
+        """The cleaner decides which records to drop from committed ones only: a pass never
+        reaches past its replica's HW (at the plan, which is at or below the HW now)."""
+        p = sn.node.topics.partition(*job.key)
+        if p is not None and p.log is job.log and job.plan.end_offset > p.high_watermark:
+            raise Violation(f"node {sn.id} {job.key}: a cleaning pass runs to offset {job.plan.end_offset}, past "
+                            f"the HW {p.high_watermark}")
 
     def _on_job_done(self, node_id: int, incarnation: int, job) -> None:
         sn = self.nodes[node_id]

@@ -70,6 +70,34 @@ def _same_batch(h, batch) -> bool:
     return h is not None and (h.base_offset, h.last_offset, h.crc) == batch[:3]
 
 
+def _cleaned_or_same(h, batch) -> bool:
+    """In a compacted log: the committed batch `batch` (base, last, ...) as the cleaner may have
+    left it: gone (no batch holds its base offset), or a batch over the same offsets (a cleaned
+    batch keeps its base offset, last offset delta and epoch, not its records or CRC). Its
+    records are checked by value: Invariants.compacted_state_matches."""
+    return h is None or (h.base_offset, h.last_offset) == batch[:2]
+
+
+def _latest_values(log, end: int) -> dict:
+    """Key -> value of the last record per key below `end` (a tombstone removes the key)."""
+    out: dict = {}
+    if end <= log.log_start_offset:
+        return out
+    for region in log.read(log.log_start_offset, 1 << 40, max_offset=end).regions:
+        view = region.view()
+        for pos, h in iter_batch_headers(view):
+            if h.is_control:
+                continue
+            for r in decode_records(view[pos:pos + h.size], h):
+                if r.offset >= end or r.key is None:
+                    continue
+                if r.value is None:
+                    out.pop(bytes(r.key), None)
+                else:
+                    out[bytes(r.key)] = bytes(r.value)
+    return out
+
+
 class Violation(AssertionError):
     pass
 
@@ -179,6 +207,8 @@ class Invariants:
         self._admin_seen: dict | None = None
         self._voters: dict = {}          # topic -> voters, while the admin topics stay the same
         self._ids: dict = {}             # topic -> its topic id, likewise
+        self.compacted_checks = 0        # replicas whose latest values were compared (coverage)
+        self.cleaned_to: dict = {}       # compacted group -> the furthest any replica's cleaner reached
 
     def __call__(self, sim) -> None:
         self.checked += 1
@@ -205,11 +235,15 @@ class Invariants:
                 self._commit_rule(sn, g, group, hw)
                 self._note_commit(sim, g, group)
             self._followers_behind_leaders(sn)
+            if sim.compacted:
+                self._note_cleaning(sn, sim.compacted)
         self._committed_on_majority(sim, touched)
         if full:
             self.replicas_agree(sim)
             self.replicas_match_history(sim)
             self.history_on_majority(sim)
+            if sim.compacted:
+                self.compacted_state_matches(sim)
 
     def _persisted_epochs_grow(self, sn) -> None:
         """A persisted epoch never goes back (per disk: a node that lost its disk starts again
@@ -264,7 +298,7 @@ class Invariants:
         if known is not None and known[0] >= hw:
             return
         log = group.partition.log
-        self._extend_history(key, log, hw)
+        self._extend_history(key, log, hw, key[0] in sim.compacted)
         upto = self.records_upto.get(key, 0)
         if upto is not None and hw > upto:
             if log.log_start_offset > upto:
@@ -281,8 +315,9 @@ class Invariants:
         if h is not None:
             self.committed[key] = (hw, (h.base_offset, h.last_offset, h.crc))
 
-    def _extend_history(self, key, log, hw: int) -> None:
-        """Record every batch below a leader's new HW; a committed batch never changes."""
+    def _extend_history(self, key, log, hw: int, compacted: bool = False) -> None:
+        """Record every batch below a leader's new HW; a committed batch never changes (in a
+        compacted log, its offsets and epoch never change: the cleaner rewrites its records)."""
         upto = self.history_upto.get(key, 0)
         if upto is None or hw <= upto:
             return
@@ -293,7 +328,7 @@ class Invariants:
         for b in _batches(log, upto, hw):
             base, last, crc, epoch = b[0], b[1], b[2], b[3]
             known = history.get(base)
-            if known is not None and known != (last, crc, epoch):
+            if known is not None and (known[0::2] != (last, epoch) if compacted else known != (last, crc, epoch)):
                 raise Violation(f"{key}: the committed batch at {base} was {known}, a leader now has "
                                 f"{(last, crc, epoch)} there")
             history[base] = (last, crc, epoch)
@@ -314,9 +349,10 @@ class Invariants:
                 if corrupt is not None:
                     raise Violation(f"node {sn.id} {key}: the batch at {corrupt}, below its HW {p.high_watermark}, "
                                     f"fails its CRC")
+                compacted = key[0] in sim.compacted
                 for b in _batches(p.log, p.log.log_start_offset, min(p.high_watermark, upto)):
                     known = history.get(b[0])
-                    if known is not None and known != (b[1], b[2], b[3]):
+                    if known is not None and (known[0::2] != (b[1], b[3]) if compacted else known != (b[1], b[2], b[3])):
                         raise Violation(f"node {sn.id} {key}: batch at {b[0]} below its HW {p.high_watermark} is "
                                         f"{(b[1], b[2], b[3])}, the committed one is {known}")
 
@@ -328,6 +364,7 @@ class Invariants:
                 continue  # (a deleted topic)
             logs = []
             abstaining = 0
+            compacted = g[0] in sim.compacted
             for v in voters:
                 if _abstains(sim.nodes[v], g):
                     abstaining += 1
@@ -337,9 +374,17 @@ class Invariants:
                     durable = min(log.flushed_offset, log.log_end_offset)
                     start = log.log_start_offset
                     held = {b[0]: (b[1], b[2], b[3]) for b in _batches(log, start, durable)}
-                    logs.append((start, held))
+                    # (compacted: which batch holds each offset, to tell a batch cleaned away
+                    # from one another batch replaced)
+                    at = {o: base for base, b in held.items() for o in range(base, b[0] + 1)} if compacted else None
+                    logs.append((start, held, durable, at))
             for base, batch in history.items():
-                holding = abstaining + sum(1 for start, held in logs if start > base or held.get(base) == batch)
+                if compacted:  # held as the cleaner left it: same offsets and epoch, or cleaned away
+                    holding = abstaining + sum(1 for start, held, durable, at in logs if start > base or (
+                        durable > batch[0] and at.get(base, base) == base
+                        and (base not in held or held[base][0::2] == batch[0::2])))
+                else:
+                    holding = abstaining + sum(1 for start, held, _, _ in logs if start > base or held.get(base) == batch)
                 if holding * 2 <= len(voters):
                     raise Violation(f"{g}: committed batch {base}..{batch[0]} (epoch {batch[2]}) is durable on only "
                                     f"{holding} of {len(voters)} voters")
@@ -417,7 +462,8 @@ class Invariants:
                 and log.log_end_offset >= seen[2] and log.flushed_offset >= seen[3]):
             return True
         durable = min(log.flushed_offset, log.log_end_offset)
-        if log.log_start_offset > batch[0] or (durable > batch[1] and _same_batch(_header_at(log, batch[0]), batch)):
+        same = _cleaned_or_same if g[0] in sim.compacted else _same_batch
+        if log.log_start_offset > batch[0] or (durable > batch[1] and same(_header_at(log, batch[0]), batch)):
             self._holding[(g, v)] = (batch, id(log), log.log_end_offset, log.flushed_offset)
             return True
         return False
@@ -436,6 +482,9 @@ class Invariants:
             parts = [sn.node.topics.partition(*key) for sn in live]
             low = min(p.high_watermark for p in parts)
             start = max(p.log.log_start_offset for p in parts)
+            if topic in sim.compacted:
+                self._compacted_replicas_agree(key, live, parts, start, low)
+                continue
             reference = None
             for sn, p in zip(live, parts):
                 batches = _batches(p.log, start, low)
@@ -443,6 +492,60 @@ class Invariants:
                     reference = (sn.id, batches)
                 elif batches != reference[1]:
                     raise Violation(f"{key}: nodes {reference[0]} and {sn.id} differ below HW {low}")
+
+    @staticmethod
+    def _compacted_replicas_agree(key, live, parts, start: int, low: int) -> None:
+        """Replicas of a compacted group clean on their own: below the smallest HW, a batch that
+        two of them hold has the same offsets, epoch and producer fields (its records may
+        differ: one replica cleaned it, the other not yet)."""
+        reference = None
+        for sn, p in zip(live, parts):
+            batches = {b[0]: (b[1], b[3], b[4], b[5], b[7]) for b in _batches(p.log, start, low)}
+            if reference is None:
+                reference = (sn.id, batches)
+                continue
+            for base in batches.keys() & reference[1].keys():
+                if batches[base] != reference[1][base]:
+                    raise Violation(f"{key}: nodes {reference[0]} and {sn.id} hold different batches at {base} "
+                                    f"below HW {low}: {reference[1][base]} and {batches[base]}")
+
+    def _note_cleaning(self, sn, compacted) -> None:
+        for key, group in sn.node.replication.groups.items():
+            if key[0] in compacted:
+                g = _incarnation(key, group)
+                self.cleaned_to[g] = max(self.cleaned_to.get(g, 0), group.partition.log.cleaner_checkpoint)
+
+    def compacted_state_matches(self, sim) -> None:
+        """Every live replica of a compacted group holds, below its HW, the latest value per key
+        of the committed log (the records oracle) to that HW: cleaning removes only records a
+        later one for the same key replaced, and tombstones. Checked where the HW is at or past
+        the furthest any replica cleaned: below it, a replica may hold a prefix of a cleaned log
+        (fetched from a leader that cleaned further), whose intermediate states never were."""
+        for sn in sim.nodes.values():
+            if sn.node is None:
+                continue
+            for key, group in sn.node.replication.groups.items():
+                if key[0] not in sim.compacted:
+                    continue
+                g = _incarnation(key, group)
+                p = group.partition
+                upto = self.records_upto.get(g)
+                hw = p.high_watermark
+                self.cleaned_to[g] = max(self.cleaned_to.get(g, 0), p.log.cleaner_checkpoint)
+                if upto is None or hw > upto:
+                    continue
+                if hw < self.cleaned_to[g]:
+                    continue
+                self.compacted_checks += 1
+                actual = _latest_values(p.log, hw)
+                expected = _replayed(key, self.records.get(g, []), hw)
+                if actual != expected:
+                    missing = sorted(expected.keys() - actual.keys())[:3]
+                    wrong = sorted(k for k in expected.keys() & actual.keys() if expected[k] != actual[k])[:3]
+                    extra = sorted(actual.keys() - expected.keys())[:3]
+                    raise Violation(f"node {sn.id} {key}: the latest values below HW {hw} (cleaned to "
+                                    f"{p.log.cleaner_checkpoint}) differ from the committed log's: missing {missing}, "
+                                    f"different {[(k, actual[k], expected[k]) for k in wrong]}, extra {extra}")
 
     def consumer_read_committed(self, sim, consumer) -> None:
         """What the KIP-320 consumer read is the committed log, offset by offset."""
@@ -481,6 +584,8 @@ class Invariants:
                     if offset < p.log.log_start_offset:
                         continue  # now inside a snapshot (its state is checked against the log)
                     where = seen.get((producer.producer_id, epoch, seq), [])
+                    if not where and key[0] in sim.compacted:
+                        continue  # cleaned away: its records are checked by value (compacted_state_matches)
                     if where != [offset]:
                         raise Violation(f"{key}: acknowledged batch pid {producer.producer_id} seq {seq} at "
                                         f"{offset} is at {where} in the committed log")

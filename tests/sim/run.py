@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from kraftd.protocol import planted
 from kraftd.quorum.raft.config import BugSwitches
 from kraftd.quorum.raft.group import SafetyViolation
+from kraftd.storage import cleaner
 from kraftd.storage.background_writes import background_writes
 
 from .cluster import Simulation
@@ -68,6 +69,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     inline_before, writes.inline = writes.inline, True
     sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
     planted.drop_diverging_epoch = bool(bugs and bugs.codec_drops_diverging_epoch)
+    cleaner.planted_drops_latest = bool(bugs and bugs.cleaner_drops_latest_value)
     storage_level = _STORAGE_LOG.level
     _STORAGE_LOG.setLevel(logging.ERROR)
     invariants = Invariants()
@@ -78,6 +80,8 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     if shape_rng.random() < 0.5:  # several requests in flight per partition
         producers.append(PipelinedProducer("p-pipe", 2000, sim.topics, random.Random(seed + 5), 41,
                                            window=shape_rng.choice([2, 3, 5])))
+    for p in producers:
+        p.compacted = frozenset(sim.compacted)
     consumer = Consumer("c-320", sim.topics, random.Random(seed + 3))
     admin = Admin("admin", random.Random(seed + 4), replication_factor=min(3, nodes))
     try:
@@ -113,6 +117,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         invariants.replicas_agree(sim)
         invariants.replicas_match_history(sim)
         invariants.history_on_majority(sim)
+        invariants.compacted_state_matches(sim)
         invariants.acknowledged_survive(sim, producers)
         invariants.consumer_read_committed(sim, consumer)
         _check_admin(sim, admin)
@@ -127,9 +132,11 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         result.traceback = traceback.format_exc()
     finally:
         planted.drop_diverging_epoch = False
+        cleaner.planted_drops_latest = False
         _STORAGE_LOG.setLevel(storage_level)
         writes.inline = inline_before
         sim.discard()
+    sim.coverage["compacted state checks"] += invariants.compacted_checks
     result.events = sim.events_run
     result.acked = sum(len(p.acked) for p in producers)
     result.faults = sim.fault_log
@@ -241,6 +248,7 @@ COVERAGE_REQUIRED = (
     "small-size seeds", "file-log seeds", "torn tails", "fsync failures", "rejoins completed",
     "late answers", "pauses", "drifting clocks", "wall clock steps", "wire messages", "crashes", "disk losses",
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
+    "compacted seeds", "cleaning passes", "tombstones cleaned away", "compacted state checks",
 )
 
 

@@ -14,6 +14,8 @@ from kraftd.storage.file_log import FileLog
 from kraftd.storage.snapshots import SnapshotStore
 from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo
 
+from .invariants import Violation
+
 
 class MemoryTopicCatalog:
     def __init__(self, cluster_id: str) -> None:
@@ -141,11 +143,36 @@ class TrackedFileLog(FileLog):
     def truncate_to(self, offset: int) -> None:
         if offset < self.log_end_offset and self.coverage is not None:
             self.coverage["truncations"] += 1
+            self._count_cleaned_cut(offset, self.cleaner_checkpoint)
         super().truncate_to(offset)
         self._truncated()
 
+    @staticmethod
+    def _count_cleaned_cut(offset: int, cleaned_to: int) -> None:
+        """A truncation never cuts into what the cleaner cleaned: it cleans committed records only,
+        and those are never truncated."""
+        if offset < cleaned_to:
+            raise Violation(f"a truncation to {offset} cuts into the range the cleaner cleaned (to {cleaned_to})")
+
+    def commit_cleaning(self, plan) -> bool:
+        """A cleaning pass swapped in (storage/cleaning.py): its segments were fsynced before the
+        swap, so a power loss keeps them whole."""
+        if not super().commit_cleaning(plan):
+            if self.coverage is not None:
+                self.coverage["cleaning passes discarded"] += 1
+            return False
+        if self.coverage is not None:
+            self.coverage["cleaning passes"] += 1
+            self.coverage["records cleaned away"] += plan.stats.records_dropped
+            self.coverage["tombstones cleaned away"] += plan.stats.tombstones_dropped
+        for seg in self._segments:
+            if seg.base_offset < plan.end_offset:
+                self.durable[seg.path] = seg.size
+        return True
+
     def commit_truncation(self, plan) -> bool:
         """The second half of a truncation off the loop (storage/truncation.py)."""
+        cleaned_to = self.cleaner_checkpoint
         if not super().commit_truncation(plan):
             if self.coverage is not None:
                 self.coverage["truncation jobs discarded"] += 1
@@ -153,6 +180,7 @@ class TrackedFileLog(FileLog):
         if self.coverage is not None:
             self.coverage["truncations"] += 1
             self.coverage["truncation jobs"] += 1
+            self._count_cleaned_cut(plan.offset, cleaned_to)
         self._truncated()
         return True
 
@@ -176,10 +204,12 @@ class FileDisk(Disk):
         self.recovery_checks_crc = recovery_checks_crc
         self.log_root = tempfile.mkdtemp(prefix="kraftd-sim-logs-", dir=_TMPFS)
         self.durable: dict = {}
+        self.configs: dict = {}  # (topic, index) -> the TopicConfig its log was opened with
 
     def open_log(self, topic, index, config):
         log = self.logs.get((topic, index))
         if log is None:
+            self.configs[(topic, index)] = config
             log = self.logs[(topic, index)] = self._open(topic, index)
         return log
 
@@ -188,8 +218,11 @@ class FileDisk(Disk):
         return dataclasses.replace(super().storage(), opens_logs_off_loop=True)
 
     def _open(self, topic, index) -> TrackedFileLog:
+        config = self.configs.get((topic, index))
+        compacted = config is not None and config.is_compacted  # (a compacted topic rolls by time too)
         log = TrackedFileLog(os.path.join(self.log_root, f"{topic}-{index}"), durable=self.durable,
-                             segment_bytes=64 * 1024, recovery_checks_crc=self.recovery_checks_crc)
+                             segment_bytes=64 * 1024, recovery_checks_crc=self.recovery_checks_crc,
+                             compacted=compacted, segment_ms=config.segment_ms if compacted else None)
         log.coverage = self.coverage
         report = log.recovery_report
         if report.truncated_bytes and self.coverage is not None:

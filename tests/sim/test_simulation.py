@@ -33,6 +33,8 @@ BUG_BUDGET = {
     "hw_before_epoch_start": 300,    # Raft's Figure 8: the commit rule removed
     "codec_drops_diverging_epoch": 300,  # Fetch answers lose DivergingEpoch on the wire
     "recovery_keeps_torn_batch": 300,    # FileLog recovery keeps a batch whose CRC fails
+    "cleaner_passes_high_watermark": 150,  # the log cleaner cleans uncommitted records too
+    "cleaner_drops_latest_value": 150,     # the log cleaner drops a key's latest record (off by one)
 }
 # A lost vote shows only if the voter crashes between answering and the write: that bug is hunted
 # with the profile that crashes a node right after it grants a vote (9 times in 10).

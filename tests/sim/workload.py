@@ -16,7 +16,25 @@ RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT, Erro
              ErrorCode.LEADER_NOT_AVAILABLE}
 
 
+def records_for(topic: str, compacted, seq: int, count: int, value_prefix: str, now_ms: int) -> list:
+    """The records of a batch. A compacted topic's keys mostly come from a small set, so that the
+    cleaner has old values to remove, and every 13th record is a tombstone (a null value); every
+    5th record's key is the producer's own and written only twice (a value lost by a bad clean
+    is not overwritten a moment later)."""
+    if topic in compacted:
+        return [_compacted_record(seq + i, value_prefix, now_ms) for i in range(count)]
+    return [(f"k{seq + i}".encode(), f"{value_prefix}{seq + i}".encode(), [], now_ms) for i in range(count)]
+
+
+def _compacted_record(n: int, value_prefix: str, now_ms: int) -> tuple:
+    if n % 5 == 0:  # (the producer's own key: nobody else overwrites it)
+        return f"r:{value_prefix}{n // 10}".encode(), f"{value_prefix}{n}".encode(), [], now_ms
+    return f"k{n % 11}".encode(), None if n % 13 == 12 else f"{value_prefix}{n}".encode(), [], now_ms
+
+
 class Producer:
+    compacted: frozenset = frozenset()  # the topics with cleanup.policy=compact (set by the run)
+
     def __init__(self, name: str, producer_id: int, acks: int, topics: list, rng, every_ms: int) -> None:
         self.name = name
         self.producer_id = producer_id
@@ -53,7 +71,7 @@ class Producer:
 
     def _send(self, sim, key, seq: int, count: int) -> None:
         topic, index = key
-        records = [(f"k{seq + i}".encode(), f"{self.name}:{seq + i}".encode(), [], sim.now) for i in range(count)]
+        records = records_for(topic, self.compacted, seq, count, f"{self.name}:", sim.now)
         idempotent = self.acks == -1
         batch = build_batch(records, producer_id=self.producer_id if idempotent else -1,
                             producer_epoch=self.epoch[key] if idempotent else -1,
@@ -103,6 +121,8 @@ class PipelinedProducer:
     batch's UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER means the partition forgot the
     producer: then the epoch is bumped and the window numbered again from 0 (KIP-360)."""
 
+    compacted: frozenset = frozenset()
+
     def __init__(self, name: str, producer_id: int, topics: list, rng, every_ms: int, window: int) -> None:
         self.name = name
         self.producer_id = producer_id
@@ -146,8 +166,7 @@ class PipelinedProducer:
 
     def _send(self, sim, key, batch) -> None:
         seq, count = batch[0], batch[1]
-        records = [(f"k{seq + i}".encode(), f"{self.name}:{self.epoch[key]}:{seq + i}".encode(), [], sim.now)
-                   for i in range(count)]
+        records = records_for(key[0], self.compacted, seq, count, f"{self.name}:{self.epoch[key]}:", sim.now)
         data = build_batch(records, producer_id=self.producer_id, producer_epoch=self.epoch[key], base_sequence=seq)
         self.correlation += 1
         request = m.ProduceRequest(acks=-1, timeout_ms=REQUEST_TIMEOUT_MS, topic_data=[

@@ -344,3 +344,28 @@ def test_a_log_never_flushed_is_cleaned_too(tmp_path):
     plan = clean(log)
     assert plan is not None and records(log) == split(written, plan.end_offset)
     assert all(seg in log.segments for seg in log._dirty.values())
+
+
+def test_a_truncation_into_the_cleaned_range_lowers_the_cleaner_checkpoint(tmp_path):
+    """As Kafka's maybeTruncateCheckpoint: what is appended after a truncation below the cleaned
+    end is dirty, and the next pass maps it (a replica only truncates uncommitted records, which
+    the cleaner never reaches; a forced recovery may cut committed ones)."""
+    log = open_log(tmp_path / "p")
+    fill(log)
+    clean(log)
+    data = log.read(records(log)[3][0], 1 << 20).to_bytes()
+    cut = next(iter_batch_headers(data))[1].base_offset  # a kept batch's (below the first, nothing is kept)
+    assert log.cleaner_checkpoint > cut
+    log.truncate_to(cut)
+    assert (log.log_end_offset, log.cleaner_checkpoint) == (cut, cut)
+    background_writes().barrier()
+    log.close()
+    log = open_log(tmp_path / "p")
+    assert log.cleaner_checkpoint == cut
+    written = records(log) + fill(log, seed=2)
+    log.roll()
+    log.append_as_leader(keyed([(b"other", b"x")]), 1, now_ms=NOW)  # the active segment
+    plan = clean(log)
+    assert plan.spec.first_dirty == cut
+    assert records(log)[:-1] == latest(written)  # every record of the second fill was mapped
+    log.close()
