@@ -28,7 +28,7 @@ from kraftd.server.shell_step import ShellStep, StepActions
 from .faults import MOMENT_CRASHES_MAX
 from .invariants import Violation
 from .network import Message, Network, on_the_wire
-from .stores import Disk, FileDisk
+from .stores import Disk, FileDisk, SimulatedCrash
 
 CLUSTER_ID = "sim-cluster-0000000000"
 RAFT = RaftConfig(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
@@ -288,8 +288,10 @@ class Simulation:
     def new_disk(self) -> Disk:
         if self.rates.file_logs:
             self.coverage["file-log seeds"] = 1
-            return FileDisk(CLUSTER_ID, self.coverage, self.rng,
+            disk = FileDisk(CLUSTER_ID, self.coverage, self.rng,
                             recovery_checks_crc=not (self.bugs and self.bugs.recovery_keeps_torn_batch))
+            disk.swap_crash = self._swap_crash
+            return disk
         return Disk(CLUSTER_ID, self.coverage)
 
     def boot_all(self) -> None:
@@ -530,13 +532,28 @@ class Simulation:
             raise Violation(f"node {sn.id} {job.key}: a cleaning pass runs to offset {job.plan.end_offset}, past "
                             f"the HW {p.high_watermark}")
 
+    def _swap_crash(self) -> int | None:
+        """Whether the node dies in the middle of swapping in a cleaning pass (in one commit of
+        ten, while the faults are on): after how many of its file operations."""
+        if self.faults_on and self.moment_crashes < MOMENT_CRASHES_MAX and self.rng.random() < 0.1:
+            return self.rng.randrange(0, 6)
+        return None
+
     def _on_job_done(self, node_id: int, incarnation: int, job) -> None:
         sn = self.nodes[node_id]
         if sn.node is None or sn.incarnation != incarnation:
-            return  # crashed before the commit: the next open removes the .trunc copy
+            if getattr(job, "cleaner_job", False):
+                self.coverage["cleaning passes cut by a crash"] += 1
+            return  # crashed before the commit: the next open removes the .trunc or .cleaned files
         if self._paused(sn, "job_done", node_id, incarnation, job):
             return
-        self.carry_out(sn, sn.step.snapshot_done(job, sn.clock()))
+        try:
+            actions = sn.step.snapshot_done(job, sn.clock())
+        except SimulatedCrash:
+            self.moment_crashes += 1
+            self.log_fault(f"node {node_id} crashes in the middle of a cleaning pass's swap")
+            return self._on_crash(node_id, False, self.rng.choice([5, 50, self.rates.down_ms]), logged=True)
+        self.carry_out(sn, actions)
 
     def discard(self) -> None:
         for disk in [sn.disk for sn in self.nodes.values()] + self.old_disks:

@@ -11,6 +11,7 @@ from kraftd.quorum.node_wiring import NodeStorage
 from kraftd.quorum.raft.election_state import MemoryElectionStore
 from kraftd.storage import MemoryLog
 from kraftd.storage.file_log import FileLog
+from kraftd.storage.segment import segment_path
 from kraftd.storage.snapshots import SnapshotStore
 from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo
 
@@ -122,11 +123,45 @@ class Disk:
             log.crash()
 
 
+class SimulatedCrash(BaseException):
+    """The process dies in the middle of a storage call (a BaseException: nothing in the core
+    catches it); the simulation crashes the node there."""
+
+
+class _CrashingOs:
+    """`os` as storage/cleaning.py sees it during one commit of a cleaning pass: the process
+    dies before its Nth rename, replace or unlink (a kill -9 in the middle of the swap)."""
+
+    def __init__(self, ops_before_crash: int) -> None:
+        self._left = ops_before_crash
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def _step(self) -> None:
+        if self._left == 0:
+            raise SimulatedCrash()
+        self._left -= 1
+
+    def rename(self, *args):
+        self._step()
+        return os.rename(*args)
+
+    def replace(self, *args):
+        self._step()
+        return os.replace(*args)
+
+    def unlink(self, *args):
+        self._step()
+        return os.unlink(*args)
+
+
 class TrackedFileLog(FileLog):
     """The production FileLog, remembering how much of each segment file a flush made durable
     (what a power loss keeps), and counting truncations."""
 
     coverage = None
+    swap_crash = None  # () -> how many file operations of a cleaning commit happen before a crash, or None
 
     def __init__(self, directory, *, durable: dict, **kwargs) -> None:
         self.durable = durable  # segment path -> bytes made durable (shared by the Disk)
@@ -156,8 +191,26 @@ class TrackedFileLog(FileLog):
 
     def commit_cleaning(self, plan) -> bool:
         """A cleaning pass swapped in (storage/cleaning.py): its segments were fsynced before the
-        swap, so a power loss keeps them whole."""
-        if not super().commit_cleaning(plan):
+        swap, so a power loss keeps them whole. It may crash in the middle (`swap_crash`): the
+        next open finishes or undoes the swap."""
+        ops = self.swap_crash() if self.swap_crash is not None else None
+        if ops is None:
+            committed = super().commit_cleaning(plan)
+        else:
+            from kraftd.storage import cleaning
+            cleaning.os = _CrashingOs(ops)
+            try:
+                committed = super().commit_cleaning(plan)
+            except SimulatedCrash:
+                if self.coverage is not None:
+                    self.coverage["crashes in a cleaning swap"] += 1
+                for group in plan.groups:  # a cleaned file already in place was fsynced before
+                    if group.segment.path == segment_path(self.dir, group.sources[0].base_offset):
+                        self.durable[group.segment.path] = os.path.getsize(group.segment.path)
+                raise
+            finally:
+                cleaning.os = os
+        if not committed:
             if self.coverage is not None:
                 self.coverage["cleaning passes discarded"] += 1
             return False
@@ -205,6 +258,7 @@ class FileDisk(Disk):
         self.log_root = tempfile.mkdtemp(prefix="kraftd-sim-logs-", dir=_TMPFS)
         self.durable: dict = {}
         self.configs: dict = {}  # (topic, index) -> the TopicConfig its log was opened with
+        self.swap_crash = None   # (TrackedFileLog.swap_crash, set by the simulation)
 
     def open_log(self, topic, index, config):
         log = self.logs.get((topic, index))
@@ -224,6 +278,7 @@ class FileDisk(Disk):
                              segment_bytes=64 * 1024, recovery_checks_crc=self.recovery_checks_crc,
                              compacted=compacted, segment_ms=config.segment_ms if compacted else None)
         log.coverage = self.coverage
+        log.swap_crash = self.swap_crash
         report = log.recovery_report
         if report.truncated_bytes and self.coverage is not None:
             self.coverage["torn tails"] += 1
@@ -240,6 +295,8 @@ class FileDisk(Disk):
             self.logs[key] = self._open(*key)  # recovery (at the crash, not the restart: the same)
 
     def _tear(self, path: str) -> None:
+        if not os.path.exists(path):
+            return  # a segment a cleaning pass's swap removed before the crash
         size = os.path.getsize(path)
         durable = min(self.durable.get(path, 0), size)
         if size <= durable:
