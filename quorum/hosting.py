@@ -201,6 +201,7 @@ class Hosting:
         if logs is not None:
             with self._epoch_floor_fixed():
                 self.topics.complete(pending, logs)
+            self._configs_changed_while_opening(pending.name)
             self._replication.poll(now_ms)  # a group of one voter leads at once
         else:
             if error is not None:
@@ -255,6 +256,14 @@ class Hosting:
             changed = True
         if changed:  # (a file write: only when what we host changed)
             self._catalog.set_metadata_offset(machine.applied_offset)
+
+    def _configs_changed_while_opening(self, name: str) -> None:
+        """An IncrementalAlterConfigs the image took while the topic's logs were being opened
+        (reconcile skipped the topic then): the topic takes it now."""
+        topic = self.topics.get(name)
+        info = self.plane.image.topic(name) if self.plane is not None else None
+        if topic is not None and info is not None and info.topic_id == topic.topic_id:
+            self._apply_config_change(name, self.plane.image)
 
     def _apply_config_change(self, name: str, image) -> None:
         """IncrementalAlterConfigs changed a topic's configs in the image: the hosted topic takes

@@ -175,3 +175,33 @@ def test_a_create_of_many_topics_checks_each_pending_topic_a_bounded_number_of_t
     answer = _answer(ctx, outcome)
     assert answer is not None and [t.error_code for t in answer.topics] == [0] * n
     assert len(checks) <= 3 * n, len(checks)
+
+
+def _settle(ctx, rounds: int, until=lambda: False) -> None:
+    for _ in range(rounds):
+        ctx.advance(20)
+        ctx.flush()
+        if until():
+            return
+
+
+def test_a_config_change_committed_while_the_logs_open_is_applied_once_they_are(tmp_path):
+    """A one-voter cluster: IncrementalAlterConfigs commits a ConfigRecord while the new topic's
+    logs are still being opened (reconciliation skips a topic it does not serve yet); the topic
+    takes the image's configs when the job comes back."""
+    ctx = (NodeTestContext.builder(tmp_path).with_logs_opened_off_loop()
+           .with_config(voters={1: ("localhost", 9092)}).build())
+    _settle(ctx, 100, lambda: ctx.node.plane.image.live_brokers())  # elected, registered
+    ctx.run_jobs()
+    _create(ctx, "t", partitions=1)
+    _settle(ctx, 50, lambda: ctx.node.topics.pending("t") is not None)
+    assert ctx.node.topics.pending("t") is not None and ctx.node.topics.get("t") is None
+    A = m.IncrementalAlterConfigsRequest
+    ctx.deliver(A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="retention.ms", config_operation=0, value="12345")])], validate_only=False), 1)
+    _settle(ctx, 50, lambda: ctx.node.plane.image.configs.get("t"))
+    assert ctx.node.plane.image.configs.get("t") == {"retention.ms": "12345"}
+    assert ctx.node.topics.pending("t") is not None  # still opening
+    ctx.run_jobs()
+    assert ctx.node.topics.get("t").config.retention_ms == 12345
+    assert ctx.node.topics.explicit_configs("t") == {"retention.ms": "12345"}
