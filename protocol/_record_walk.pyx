@@ -126,3 +126,32 @@ def records_are_well_formed(const unsigned char[::1] data not None, long long co
             return False
         i += 1
     return pos == end
+
+
+def has_keyless_record(const unsigned char[::1] data not None, long long count):
+    """True when a record of a records section that `records_are_well_formed` accepted has no
+    key (key length -1): what a compacted topic refuses."""
+    cdef const unsigned char *d = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t end = data.shape[0]
+    cdef Py_ssize_t pos = 0, rec_end
+    cdef long long i = 0, length, n
+    while i < count:
+        pos = _varint(d, pos, end, &length)
+        if pos < 0:
+            return False
+        rec_end = pos + length
+        pos += 1  # attributes
+        pos = _skip_varint(d, pos, end)  # timestamp delta
+        if pos < 0:
+            return False
+        pos = _skip_varint(d, pos, end)  # offset delta
+        if pos < 0:
+            return False
+        pos = _varint(d, pos, end, &n)  # key length
+        if pos < 0:
+            return False
+        if n == -1:
+            return True
+        pos = rec_end
+        i += 1
+    return False

@@ -22,9 +22,10 @@ from .errors import CorruptRecordError, InvalidRecordError
 from .varint import read_varint_slow as _uv, write_varint as _wv
 
 try:  # the C walk (protocol/_record_walk.pyx), when the install could compile it
+    from ._record_walk import has_keyless_record as _has_keyless_record
     from ._record_walk import records_are_well_formed as _records_are_well_formed
 except ImportError:  # pragma: no cover - an install without a C compiler
-    _records_are_well_formed = None
+    _records_are_well_formed = _has_keyless_record = None
 
 __all__ = [
     "BATCH_HEADER_SIZE", "BatchHeader", "Compression", "Record", "parse_batch_header",
@@ -439,11 +440,17 @@ def decode_records(batch, header: BatchHeader | None = None, *,
     return _decode_payload(data, count, header[0], header[7], append_ts)
 
 
-def check_records(batch, header: BatchHeader, *, max_decompressed: int | None = None) -> None:
+class KeylessRecordError(InvalidRecordError):
+    """A record without a key, where keys are required (a compacted topic)."""
+
+
+def check_records(batch, header: BatchHeader, *, max_decompressed: int | None = None,
+                  require_keys: bool = False) -> None:
     """Everything decode_records checks, without building the records (the produce path checks
     every record, as Kafka's LogValidator does; building them cost ~2.3 µs per 1 KiB record).
     The walk runs in C when protocol/_record_walk.pyx is built (it answers only "well formed or
-    not"); the Python walk runs when it is not, and names the problem when it is not well formed."""
+    not"); the Python walk runs when it is not, and names the problem when it is not well formed.
+    `require_keys`: a record without a key raises KeylessRecordError."""
     if _records_are_well_formed is None or header[5] & _COMPRESSION_MASK:
         data, count = _records_section(batch, header, max_decompressed)
     else:  # walked where it lies: no copy
@@ -451,6 +458,11 @@ def check_records(batch, header: BatchHeader, *, max_decompressed: int | None = 
         data, count = memoryview(batch)[BATCH_HEADER_SIZE:header[1] + _LOG_OVERHEAD], header[12]
     if _records_are_well_formed is None or not _records_are_well_formed(data, count):
         _check_payload(bytes(data), count, header[0])
+    if require_keys:
+        keyless = (_has_keyless_record(data, count) if _has_keyless_record is not None
+                   else any(r.key is None for r in _decode_payload(bytes(data), count, header[0], header[7], None)))
+        if keyless:
+            raise KeylessRecordError(f"batch at offset {header[0]} holds a record without a key")
 
 
 def _check_section_bounds(batch, header: BatchHeader) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from ...protocol.messages import ProduceResponse
-from ...protocol.records import check_records, decode_records, validate_batches
+from ...protocol.records import KeylessRecordError, check_records, validate_batches
 from ...storage.producer_state import ProducerStatus, last_sequence_of
 
 from ..limits import capped_timeout
@@ -106,12 +106,16 @@ def _append(ctx, topic: str, data, now_ms: int, peer):
     if data.records is None or len(data.records) == 0:
         return _error(data.index, ErrorCode.INVALID_RECORD, "No record batch in the request."), None, 0
     try:
-        headers = validate_records(data.records)
+        headers = validate_records(data.records, require_keys=partition.config.is_compacted)
     except CorruptRecordError as exc:
         return _error(data.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), None, 0
+    except KeylessRecordError:
+        # A compacted topic keeps the latest record per key: Kafka refuses a record without one.
+        return _error(data.index, ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key "
+                      f"in topic partition {partition.topic}-{partition.index}."), None, 0
     except InvalidRecordError as exc:
         return _error(data.index, ErrorCode.INVALID_RECORD, str(exc)), None, 0
-    problem = _batch_problem(partition, headers) or _keyless_problem(partition, data.records, headers)
+    problem = _batch_problem(partition, headers)
     if problem:
         return _error(data.index, *problem), None, 0
     duplicate = _sequence_check(partition.log.producer_state, headers)
@@ -132,14 +136,15 @@ def _append(ctx, topic: str, data, now_ms: int, peer):
     ), partition, result.last_offset + 1
 
 
-def validate_records(records) -> list:
+def validate_records(records, *, require_keys: bool = False) -> list:
     """Headers and CRCs, then every record's framing (Kafka's LogValidator walks them too):
-    a CRC-valid batch of garbage must not reach the log, where every reader would trip on it."""
+    a CRC-valid batch of garbage must not reach the log, where every reader would trip on it.
+    `require_keys` (a compacted topic): a record without a key raises KeylessRecordError."""
     headers = validate_batches(records)
     view = records if isinstance(records, memoryview) else memoryview(records)
     pos = 0
     for header in headers:
-        check_records(view[pos:pos + header.size], header)
+        check_records(view[pos:pos + header.size], header, require_keys=require_keys)
         pos += header.size
     return headers
 
@@ -153,22 +158,6 @@ def _batch_problem(partition, headers):
             return ErrorCode.INVALID_RECORD, "Clients may not append control batches."
         if header.is_transactional:
             return ErrorCode.INVALID_RECORD, "Transactions are not supported."
-    return None
-
-
-def _keyless_problem(partition, records, headers):
-    """A compacted topic keeps the latest record per key: a record without one is refused, as
-    Kafka refuses it (INVALID_RECORD)."""
-    if not partition.config.is_compacted:
-        return None
-    view = records if isinstance(records, memoryview) else memoryview(records)
-    pos = 0
-    for header in headers:
-        for record in decode_records(view[pos:pos + header.size], header):
-            if record.key is None:
-                return (ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
-                        f"partition {partition.topic}-{partition.index}.")
-        pos += header.size
     return None
 
 

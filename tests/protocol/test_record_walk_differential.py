@@ -177,3 +177,18 @@ def test_c_walk_agrees_on_every_field_set_to_every_odd_value():
                         assert walk(data, count) == python_accepts(data, count), (where, value, length, tail)
                         checked += 1
     assert checked > 500
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record_parts(), max_size=5))
+def test_the_c_keyless_check_agrees_with_decoding(recs):
+    """A compacted topic's produce path asks the C walk whether a record has no key; the answer
+    is what decoding the records says (on well-formed sections, the only ones it is asked about)."""
+    from kraftd.protocol._record_walk import has_keyless_record
+    encoded = [_encode(parts) for parts in recs]
+    data = b"".join(varint(len(body)) + body for body in encoded)
+    if not python_accepts(data, len(recs)):
+        return  # (a header key that is not UTF-8)
+    keys = [r.key for r in records._decode_payload(data, len(recs), 0, 0, None)]
+    assert has_keyless_record(data, len(recs)) == any(k is None for k in keys)
+    assert has_keyless_record(memoryview(bytearray(data)), len(recs)) == any(k is None for k in keys)

@@ -4,7 +4,7 @@ import pytest
 
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
-from kraftd.protocol.records import build_batch, decode_records, iter_batch_headers
+from kraftd.protocol.records import Compression, build_batch, decode_records, iter_batch_headers
 
 from .node_context import START_MS, NodeTestContext
 
@@ -109,13 +109,17 @@ def test_records_younger_than_min_compaction_lag_stay(tmp_path):
     assert ctx.run_jobs() == []
 
 
-def test_a_record_without_a_key_is_refused_by_a_compacted_topic(ctx):
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(ctx, codec):
     end = ctx.node.topics.partition("c", 0).log.log_end_offset  # (the leader's LeaderChange record)
-    out = ctx.produce("c", 0, build_batch([(b"k", b"v", None, START_MS), (None, b"v", None, START_MS)]))
+    out = ctx.produce("c", 0, build_batch([(b"k", b"v", None, START_MS), (None, b"v", None, START_MS)],
+                                          compression=codec))
     part = out.response.responses[0].partition_responses[0]
     assert part.error_code == ErrorCode.INVALID_RECORD
-    assert "without key" in part.error_message
+    assert part.error_message == "Compacted topic cannot accept message without key in topic partition c-0."
     assert ctx.node.topics.partition("c", 0).log.log_end_offset == end
+    out = ctx.produce("c", 0, build_batch([(b"k", b"v", None, START_MS)], compression=codec))
+    assert out.response.responses[0].partition_responses[0].error_code == 0
 
 
 def test_policies_and_configs(ctx):
