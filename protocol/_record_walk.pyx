@@ -60,6 +60,16 @@ cdef inline Py_ssize_t _skip_varint(const unsigned char *d, Py_ssize_t pos, Py_s
             return -1
 
 
+cdef inline Py_ssize_t _past_deltas(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    """From a record's attributes byte to its key length (past the timestamp and offset
+    deltas, whose values do not matter here); -1 if a varint runs out."""
+    pos += 1  # attributes
+    pos = _skip_varint(d, pos, end)  # timestamp delta
+    if pos < 0:
+        return -1
+    return _skip_varint(d, pos, end)  # offset delta
+
+
 cdef Py_ssize_t _headers(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end) except? -2:
     """Walk a record's headers -> new pos, or -1 when Python's walk would refuse them."""
     cdef long long count, n, k
@@ -97,11 +107,7 @@ def records_are_well_formed(const unsigned char[::1] data not None, long long co
         if pos < 0 or length < 6 or length > end - pos:
             return False
         rec_end = pos + length
-        pos += 1  # attributes
-        pos = _skip_varint(d, pos, end)  # timestamp delta
-        if pos < 0:
-            return False
-        pos = _skip_varint(d, pos, end)  # offset delta
+        pos = _past_deltas(d, pos, end)
         if pos < 0:
             return False
         pos = _varint(d, pos, end, &n)  # key length
@@ -140,11 +146,7 @@ def has_keyless_record(const unsigned char[::1] data not None, long long count):
         if pos < 0:
             return False
         rec_end = pos + length
-        pos += 1  # attributes
-        pos = _skip_varint(d, pos, end)  # timestamp delta
-        if pos < 0:
-            return False
-        pos = _skip_varint(d, pos, end)  # offset delta
+        pos = _past_deltas(d, pos, end)
         if pos < 0:
             return False
         pos = _varint(d, pos, end, &n)  # key length
