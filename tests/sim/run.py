@@ -249,7 +249,7 @@ COVERAGE_REQUIRED = (
     "late answers", "pauses", "drifting clocks", "wall clock steps", "wire messages", "crashes", "disk losses",
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
     "compacted seeds", "cleaning passes", "tombstones cleaned away", "compacted state checks",
-    "crashes in a cleaning swap",
+    "crashes in a cleaning swap", "follower appends across a gap",
 )
 
 

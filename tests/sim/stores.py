@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import uuid
 
+from kraftd.protocol.records import iter_batch_headers
 from kraftd.quorum.node_wiring import NodeStorage
 from kraftd.quorum.raft.election_state import MemoryElectionStore
 from kraftd.storage import MemoryLog
@@ -188,6 +189,18 @@ class TrackedFileLog(FileLog):
         and those are never truncated."""
         if offset < cleaned_to:
             raise Violation(f"a truncation to {offset} cuts into the range the cleaner cleaned (to {cleaned_to})")
+
+    def append_as_follower(self, batches):
+        """Counts a follower's copy of a cleaned range: a fetched batch past the log end, or past
+        the batch before it (the leader's cleaner removed what lay between)."""
+        if self.coverage is not None and self.gaps_allowed:
+            expected = self.log_end_offset
+            for _, h in iter_batch_headers(memoryview(batches)):
+                if h.base_offset > expected:
+                    self.coverage["follower appends across a gap"] += 1
+                    break
+                expected = h.next_offset
+        return super().append_as_follower(batches)
 
     def commit_cleaning(self, plan) -> bool:
         """A cleaning pass swapped in (storage/cleaning.py): its segments were fsynced before the
