@@ -95,9 +95,9 @@ cdef Py_ssize_t _headers(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end)
     return pos
 
 
-def records_are_well_formed(const unsigned char[::1] data not None, long long count):
-    """True when protocol/records.py's `_check_payload(data, count, ...)` would return, False
-    when it would raise."""
+cdef int _walk(const unsigned char[::1] data, long long count, bint find_keyless) except -1:
+    """0: the records section is not well formed; 1: it is; 2 (`find_keyless`): a record without
+    a key came before anything was found wrong."""
     cdef const unsigned char *d = &data[0] if data.shape[0] else NULL
     cdef Py_ssize_t end = data.shape[0]
     cdef Py_ssize_t pos = 0, rec_end
@@ -105,55 +105,44 @@ def records_are_well_formed(const unsigned char[::1] data not None, long long co
     while i < count:
         pos = _varint(d, pos, end, &length)
         if pos < 0 or length < 6 or length > end - pos:
-            return False
+            return 0
         rec_end = pos + length
         pos = _past_deltas(d, pos, end)
         if pos < 0:
-            return False
+            return 0
         pos = _varint(d, pos, end, &n)  # key length
         if pos < 0 or n < -1 or n > end - pos:
-            return False
+            return 0
+        if n == -1 and find_keyless:
+            return 2
         if n > 0:
             pos += n
         pos = _varint(d, pos, end, &n)  # value length
         if pos < 0 or n < -1 or n > end - pos:
-            return False
+            return 0
         if n > 0:
             pos += n
         if pos >= end:
-            return False
+            return 0
         if d[pos] == 0:
             pos += 1
         else:
             pos = _headers(d, pos, end)
             if pos < 0:
-                return False
+                return 0
         if pos != rec_end:
-            return False
+            return 0
         i += 1
-    return pos == end
+    return 1 if pos == end else 0
+
+
+def records_are_well_formed(const unsigned char[::1] data not None, long long count):
+    """True when protocol/records.py's `_check_payload(data, count, ...)` would return, False
+    when it would raise."""
+    return _walk(data, count, False) == 1
 
 
 def has_keyless_record(const unsigned char[::1] data not None, long long count):
     """True when a record of a records section that `records_are_well_formed` accepted has no
     key (key length -1): what a compacted topic refuses."""
-    cdef const unsigned char *d = &data[0] if data.shape[0] else NULL
-    cdef Py_ssize_t end = data.shape[0]
-    cdef Py_ssize_t pos = 0, rec_end
-    cdef long long i = 0, length, n
-    while i < count:
-        pos = _varint(d, pos, end, &length)
-        if pos < 0:
-            return False
-        rec_end = pos + length
-        pos = _past_deltas(d, pos, end)
-        if pos < 0:
-            return False
-        pos = _varint(d, pos, end, &n)  # key length
-        if pos < 0:
-            return False
-        if n == -1:
-            return True
-        pos = rec_end
-        i += 1
-    return False
+    return _walk(data, count, True) == 2
