@@ -201,7 +201,8 @@ class Hosting:
         if logs is not None:
             with self._epoch_floor_fixed():
                 self.topics.complete(pending, logs)
-            self._configs_changed_while_opening(pending.name)
+            if self.plane is not None:  # a config change the image took while the logs opened
+                self._apply_config_change(pending.name, self.plane.image)
             self._replication.poll(now_ms)  # a group of one voter leads at once
         else:
             if error is not None:
@@ -257,20 +258,15 @@ class Hosting:
         if changed:  # (a file write: only when what we host changed)
             self._catalog.set_metadata_offset(machine.applied_offset)
 
-    def _configs_changed_while_opening(self, name: str) -> None:
-        """An IncrementalAlterConfigs the image took while the topic's logs were being opened
-        (reconcile skipped the topic then): the topic takes it now."""
-        topic = self.topics.get(name)
-        info = self.plane.image.topic(name) if self.plane is not None else None
-        if topic is not None and info is not None and info.topic_id == topic.topic_id:
-            self._apply_config_change(name, self.plane.image)
-
     def _apply_config_change(self, name: str, image) -> None:
         """IncrementalAlterConfigs changed a topic's configs in the image: the hosted topic takes
-        them. Only topics the image holds (never the metadata partition, whose configs are its
-        own), and never a change the controller would have refused (to or from snapshot)."""
+        them. Only the topic the image holds under that name (not an older one of the name still
+        being deleted here; never the metadata partition, whose configs are its own), and never a
+        change the controller would have refused (to or from snapshot). Also called when a
+        topic's logs have opened: reconcile skips a topic until then."""
         topic = self.topics.get(name)
-        if topic is None or name == METADATA_TOPIC or image.topic(name) is None:
+        info = image.topic(name)
+        if topic is None or name == METADATA_TOPIC or info is None or info.topic_id != topic.topic_id:
             return
         configs = dict(image.configs.get(name, {}))
         if self.topics.explicit_configs(name) == configs:

@@ -356,15 +356,19 @@ class FileLog(PartitionLog):
     def _install_truncated(self, i: int, seg: LogSegment, offset: int) -> None:
         """Segment i is now `seg` (its kept prefix, under the segment's name); later ones go. The
         log ends at `offset`, the truncation's, even where a compacted log's gap comes before it
-        (as Kafka's truncateTo; a restart's recovery ends it at its last batch)."""
+        (as Kafka's truncateTo; a restart's recovery ends it at its last batch); or, if `offset`
+        falls inside a batch, at that batch's base offset."""
         for later in self._segments[i + 1:]:
             later.delete()
         del self._segments[i + 1:], self._bases[i + 1:]
         old = self._segments[i]
+        if self.gaps_allowed and offset > seg.next_offset:
+            # A gap before the cut (the cleaner's): the log ends at `offset`, or at the base of the
+            # batch holding it, which went whole.
+            _, h = old.lookup(offset)
+            seg.next_offset = offset if h is None else min(offset, h.base_offset)
         old.unlinked()  # (its file was renamed over)
         self._segments[i] = seg
-        if self.gaps_allowed and offset > seg.next_offset:
-            seg.next_offset = offset
         new_leo = seg.next_offset
         fsync_dir(self.dir)
         with self._lock:

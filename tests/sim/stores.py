@@ -10,7 +10,7 @@ import uuid
 from kraftd.protocol.records import iter_batch_headers
 from kraftd.quorum.node_wiring import NodeStorage
 from kraftd.quorum.raft.election_state import MemoryElectionStore
-from kraftd.storage import MemoryLog
+from kraftd.storage import MemoryLog, cleaning
 from kraftd.storage.file_log import FileLog
 from kraftd.storage.segment import segment_path
 from kraftd.storage.snapshots import SnapshotStore
@@ -179,12 +179,12 @@ class TrackedFileLog(FileLog):
     def truncate_to(self, offset: int) -> None:
         if offset < self.log_end_offset and self.coverage is not None:
             self.coverage["truncations"] += 1
-            self._count_cleaned_cut(offset, self.cleaner_checkpoint)
+            self._never_into_cleaned(offset, self.cleaner_checkpoint)
         super().truncate_to(offset)
         self._truncated()
 
     @staticmethod
-    def _count_cleaned_cut(offset: int, cleaned_to: int) -> None:
+    def _never_into_cleaned(offset: int, cleaned_to: int) -> None:
         """A truncation never cuts into what the cleaner cleaned: it cleans committed records only,
         and those are never truncated."""
         if offset < cleaned_to:
@@ -210,7 +210,6 @@ class TrackedFileLog(FileLog):
         if ops is None:
             committed = super().commit_cleaning(plan)
         else:
-            from kraftd.storage import cleaning
             cleaning.os = _CrashingOs(ops)
             try:
                 committed = super().commit_cleaning(plan)
@@ -246,7 +245,7 @@ class TrackedFileLog(FileLog):
         if self.coverage is not None:
             self.coverage["truncations"] += 1
             self.coverage["truncation jobs"] += 1
-            self._count_cleaned_cut(plan.offset, cleaned_to)
+            self._never_into_cleaned(plan.offset, cleaned_to)
         self._truncated()
         return True
 

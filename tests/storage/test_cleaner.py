@@ -369,3 +369,27 @@ def test_a_truncation_into_the_cleaned_range_lowers_the_cleaner_checkpoint(tmp_p
     assert plan.spec.first_dirty == cut
     assert records(log)[:-1] == latest(written)  # every record of the second fill was mapped
     log.close()
+
+
+def test_a_truncation_inside_a_batch_after_a_gap_ends_the_log_at_that_batch(tmp_path):
+    """The batch holding the offset goes whole: the log ends at its base offset (a follower
+    then fetches from there and takes the leader's batch whole), not at the end of the batch
+    before the gap, nor at the offset inside it."""
+    log = open_log(tmp_path / "p")
+    fill(log)
+    clean(log)
+    before = records(log)
+    batches, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        result = log.read(offset, 1 << 20)
+        data = result.to_bytes()
+        batches += [(h, bytes(data[pos:pos + h.size])) for pos, h in iter_batch_headers(data)]
+        offset = result.next_offset
+    i = next(i for i in range(1, len(batches)) if batches[i][0].base_offset > batches[i - 1][0].next_offset
+             and batches[i][0].last_offset > batches[i][0].base_offset)
+    after_gap = batches[i][0]
+    log.truncate_to(after_gap.base_offset + 1)
+    assert log.log_end_offset == after_gap.base_offset
+    log.append_as_follower(bytearray(b"".join(b for _, b in batches[i:])))  # the leader's batches again
+    assert records(log) == before
+    log.close()
