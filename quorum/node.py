@@ -36,7 +36,7 @@ from .node_changes import NodeChanges
 from .node_claims import is_refused, refusal
 from .node_config import NodeConfig
 from .node_stats import NodeStats
-from .node_wiring import NodeRuntime, NodeStartup, NodeStorage
+from .node_wiring import NodeRuntime, NodeStartup, NodeStorage, directory_id_of
 from .outcomes import Completion, Outcome, Respond
 from .partition import PartitionKey
 from .peer import Peer
@@ -83,7 +83,8 @@ class Node:
                                             else storage.catalog.cluster_id())
         self.replication = Replication(
             config.node_id, config=runtime.raft_config, rng=rng, hooks=hooks, cluster_id=cluster_id,
-            fsync_never=config.fsync_policy == "never", bugs=runtime.bugs)
+            fsync_never=config.fsync_policy == "never", bugs=runtime.bugs,
+            directory_id=directory_id_of(storage, config.node_id))
         self._hosting = hosting = Hosting(config, storage, startup, replication=self.replication,
                                           snapshots=self.snapshots, changes=changes,
                                           journal=self.fetch_sessions.journal)

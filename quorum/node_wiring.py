@@ -4,6 +4,7 @@ server/node_files.py; the simulation and the tests build memory-backed ones."""
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -31,6 +32,16 @@ class NodeStorage:
     # Opening a new log does file I/O: do it in a job off the loop (quorum/log_opening.py).
     # Opening at startup stays inline (the node is not serving yet).
     opens_logs_off_loop: bool = False
+    # The data dir's directory id (storage/meta_properties.py); None: a memory node, whose id is
+    # derived from its node id (stable across its restarts: see `directory_id_of`).
+    directory_id: Any = None
+
+
+def directory_id_of(storage: NodeStorage, node_id: int):
+    """The directory id the node's storage has, or a memory node's stand-in for one."""
+    if storage.directory_id is not None:
+        return storage.directory_id
+    return uuid.UUID(int=(1 << 64) + node_id)
 
 
 @dataclass(slots=True)

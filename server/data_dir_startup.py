@@ -8,6 +8,8 @@
   whole data dir aside (`discarded-<ms>/`, nothing deleted) and starts empty, under the
   disk-loss rule, as a broker. Any other change of the voter set is refused, as before.
 - It reads the rejoin marker (`--rejoin`) and a pending `forced-recovery.json`.
+- It reads the dir's identity (`meta.properties`: node id, directory id), writing one with a
+  new directory id if the dir has none, and refuses a dir that belongs to another node.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..storage import TopicCatalog
 from ..storage.data_dir_lock import DataDirLock
 from ..storage.file_log import DELETE_SUFFIX
 from ..storage.forced_recovery import ForcedRecovery, read_forced_recovery, set_aside
+from ..storage.meta_properties import MetaProperties, ensure_meta_properties
 from ..storage.rejoin_marker import rejoin_marked
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,7 @@ class DataDirStartup:
     rejoining: bool
     forced: ForcedRecovery | None
     set_aside_to: Path | None = None
+    meta: MetaProperties | None = None
 
 
 def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
@@ -60,8 +64,10 @@ def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
                         f"{METADATA_TOPIC} here has voters {list(remembered)}, --voters says {list(wanted)}; "
                         "changing the voter set is only possible through `kraftd quorum force-leader` "
                         "on every surviving voter")
+        meta = ensure_meta_properties(data_dir, config.node_id)  # (after a set-aside: a new directory)
         finish_deletions(data_dir)
-        return DataDirStartup(lock, rejoin_marked(data_dir, rejoin=rejoin), read_forced_recovery(data_dir), moved)
+        return DataDirStartup(lock, rejoin_marked(data_dir, rejoin=rejoin), read_forced_recovery(data_dir), moved,
+                              meta)
     except BaseException:
         lock.release()
         raise

@@ -63,7 +63,7 @@ def open_node_on_files(config: NodeConfig, now_ms: int, clock=None, raft_config:
     storage = NodeStorage(catalog=TopicCatalog(data_dir), election_store=FileElectionStore(data_dir / "quorum-state"),
                           producer_id_store=QuorumStateStore(data_dir / "producer-id-block"), open_log=open_log,
                           open_snapshot_store=lambda topic, index: SnapshotStore(data_dir / f"{topic}-{index}"),
-                          opens_logs_off_loop=open_logs_off_loop)
+                          opens_logs_off_loop=open_logs_off_loop, directory_id=startup.meta.directory_id)
     node = Node(config, storage, secure_runtime(clock, raft_config, wall_clock), NodeStartup(
         rejoining=startup.rejoining, forced=startup.forced,
         on_rejoin_complete=lambda: clear_rejoin_marker(data_dir),

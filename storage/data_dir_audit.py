@@ -53,6 +53,7 @@ from ..protocol.records import BatchHeader, check_records, decode_records
 from .forced_recovery import DISCARDED_PREFIX
 from .file_log import (EPOCH_CHECKPOINT_FILE, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE, RECOVERY_POINT_FILE,
                        RETAINED_PRODUCERS_FILE)
+from .meta_properties import META_PROPERTIES, MetaPropertiesError, read_meta_properties
 from .replication_offset_checkpoint import (REPLICATION_OFFSET_CHECKPOINT_FILE, CheckpointFormatError,
                                             read_replication_offsets)
 from .segment_files import ScannedBatch, SegmentScan, list_segments, read_file, scan_segment
@@ -164,6 +165,10 @@ def audit_data_dir(data_dir, *, check_record_contents: bool = True) -> DataDirAu
         path = os.path.join(data_dir, name)
         if os.path.exists(path):
             _check_json(path, None, out)
+    try:
+        read_meta_properties(data_dir)
+    except MetaPropertiesError as exc:
+        out.append(Finding("meta.properties", os.path.join(data_dir, META_PROPERTIES), str(exc)))
     compacted = _compacted_topics(data_dir)
     for name in sorted(os.listdir(data_dir)):
         directory = os.path.join(data_dir, name)

@@ -15,6 +15,7 @@ from kraftd.client import WireClient
 from kraftd.commands.quorum import description_from, format_replication, format_status, to_json
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
+from kraftd.storage.meta_properties import read_meta_properties, uuid_to_kafka
 from kraftd.protocol.records import build_batch
 
 TOPIC = "quorum-described"
@@ -92,8 +93,11 @@ def test_describe_a_partition_plain_json_and_replication(kraftd):
     table = _cli("--bootstrap-server", kraftd.bootstrap, "--partition", f"{TOPIC}:0", "--replication")
     assert table.returncode == 0, table.stderr
     header, row = (line.split() for line in table.stdout.splitlines())
-    assert header == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
-    assert row[:3] == ["1", str(raw.high_watermark), "0"] and row[-1] == "Leader"
+    assert header == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
+                      "Status"]
+    directory = uuid_to_kafka(read_meta_properties(kraftd.data_dir).directory_id)
+    assert row[:4] == ["1", directory, str(raw.high_watermark), "0"] and row[-1] == "Leader"
+    assert voter["directoryId"] == directory
 
 
 def test_no_metadata_quorum_is_a_clear_error(kraftd):
@@ -138,7 +142,7 @@ def test_lag_and_lag_time_of_a_three_voter_answer():
     assert "CurrentObservers:       [9]\n" in format_status(d)
     rows = [line.split() for line in format_replication(d).splitlines()[1:]]
     assert [(r[0], r[-1]) for r in rows] == [("2", "Leader"), ("1", "Follower"), ("3", "Follower"), ("9", "Observer")]
-    assert to_json(d)["voters"][0] == {"replicaId": 1, "logEndOffset": 90, "lag": 10,
+    assert to_json(d)["voters"][0] == {"replicaId": 1, "directoryId": None, "logEndOffset": 90, "lag": 10,
                                        "lastFetchTimestamp": 5_000, "lastCaughtUpTimestamp": 4_000}
 
     caught_up = description_from(p.__class__(

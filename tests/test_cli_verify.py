@@ -414,3 +414,12 @@ def test_a_batch_straddling_the_hw_is_compared_only_below_it(tmp_path, capsys):
     write_replication_offsets(tmp_path / "n1" / "replication-offset-checkpoint", {(TOPIC, 0): 24})
     status, findings, _ = verify(capsys, tmp_path / "n1", tmp_path / "n2")
     assert status == 1 and "replicas differ at offset 23, below the high watermark 24" in only(findings)
+
+
+def test_an_unreadable_meta_properties_is_a_finding(tmp_path, capsys):
+    make_partition(tmp_path / "d", hw=BATCHES + 1)
+    (tmp_path / "d" / "meta.properties").write_text("version=1\nnode.id=1\ndirectory.id=nope\n")
+    status, findings, _ = verify(capsys, tmp_path / "d")
+    assert status == 1
+    assert only(findings).startswith(f"FINDING [meta.properties] {tmp_path / 'd' / 'meta.properties'}: ")
+    assert "cannot be read" in only(findings)

@@ -21,6 +21,8 @@ import json
 import sys
 from dataclasses import dataclass
 
+from ..storage.meta_properties import uuid_to_kafka
+
 METADATA_PARTITION = ("__cluster_metadata", 0)
 PROG = "kraftd quorum describe"
 
@@ -58,6 +60,7 @@ class ReplicaProgress:
     lag: int
     last_fetch_timestamp: int  # -1: unknown
     last_caught_up_timestamp: int  # -1: unknown
+    directory_id: str = ""  # Kafka's text form; "" before DescribeQuorum v2 or when unknown
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,10 @@ def description_from(partition_data, topic: str, cluster_id: str | None) -> Quor
 
     def progress(r) -> ReplicaProgress:
         lag = 0 if r.replica_id == p.leader_id else max(0, leader_end - max(r.log_end_offset, 0))
+        directory = getattr(r, "replica_directory_id", None)
         return ReplicaProgress(r.replica_id, r.log_end_offset, lag, r.last_fetch_timestamp,
-                               r.last_caught_up_timestamp)
+                               r.last_caught_up_timestamp,
+                               uuid_to_kafka(directory) if directory is not None and directory.int else "")
 
     return QuorumDescription(cluster_id, topic, p.partition_index, p.leader_id, p.leader_epoch, p.high_watermark,
                              tuple(map(progress, p.current_voters)), tuple(map(progress, p.observers)))
@@ -128,16 +133,18 @@ def format_replication(d: QuorumDescription) -> str:
     ordered = ([(r, "Leader") for r in d.voters if r.replica_id == d.leader_id]
                + [(r, "Follower") for r in d.voters if r.replica_id != d.leader_id]
                + [(r, "Observer") for r in d.observers])
-    table = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
-    table += [(str(r.replica_id), str(r.log_end_offset), str(r.lag), str(r.last_fetch_timestamp),
-               str(r.last_caught_up_timestamp), status) for r, status in ordered]
+    table = [("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
+              "Status")]
+    table += [(str(r.replica_id), r.directory_id or "-", str(r.log_end_offset), str(r.lag),
+               str(r.last_fetch_timestamp), str(r.last_caught_up_timestamp), status) for r, status in ordered]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() + "\n" for row in table)
 
 
 def to_json(d: QuorumDescription) -> dict:
     def replica(r: ReplicaProgress) -> dict:
-        return {"replicaId": r.replica_id, "logEndOffset": r.log_end_offset, "lag": r.lag,
+        return {"replicaId": r.replica_id, "directoryId": r.directory_id or None, "logEndOffset": r.log_end_offset,
+                "lag": r.lag,
                 "lastFetchTimestamp": r.last_fetch_timestamp, "lastCaughtUpTimestamp": r.last_caught_up_timestamp}
 
     return {"clusterId": d.cluster_id, "topic": d.topic, "partition": d.partition, "leaderId": d.leader_id,

@@ -1,6 +1,10 @@
 """DescribeQuorum (api 55, v0–2): leader, epoch, HW and each replica's progress, as the leader
-sees it (kafka-metadata-quorum describe --status/--replication). Needs DESCRIBE on the cluster."""
+sees it (kafka-metadata-quorum describe --status/--replication). Needs DESCRIBE on the cluster.
+v2 adds each replica's directory id (what its fetches say: KIP-853) and the listeners of every
+node it names (from their registrations in the metadata image)."""
 from __future__ import annotations
+
+import uuid
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeQuorumResponse as Response
@@ -9,6 +13,8 @@ from ..metadata.acls import Operation, ResourceType
 from ..outcomes import Respond
 from .quorum_common import groups_of
 
+_NONE = uuid.UUID(int=0)  # a replica whose directory id we have not heard (Kafka's ZERO_UUID)
+
 
 def handle(ctx, header, request, now_ms, peer):
     if not ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.CLUSTER):
@@ -16,8 +22,23 @@ def handle(ctx, header, request, now_ms, peer):
     topics: dict = {}
     for name, p, group in groups_of(ctx, request.topics):
         topics.setdefault(name, []).append(_describe(ctx, p.partition_index, group, now_ms))
+    named = {r.replica_id for ps in topics.values() for p in ps for r in p.current_voters + p.observers}
     return Respond(Response(error_code=0, topics=[
-        Response.TopicData(topic_name=n, partitions=ps) for n, ps in topics.items()], nodes=[]))
+        Response.TopicData(topic_name=n, partitions=ps) for n, ps in topics.items()], nodes=_nodes(ctx, named)))
+
+
+def _nodes(ctx, node_ids) -> list:
+    """The listener of each node named, as it registered (v2's Nodes)."""
+    plane = ctx.plane
+    if plane is None:
+        host, port = ctx.config.advertised_host, ctx.config.advertised_port
+        return [_node(ctx.node_id, host, port)] if ctx.node_id in node_ids else []
+    brokers = plane.image.brokers
+    return [_node(n, brokers[n].host, brokers[n].port) for n in sorted(node_ids) if n in brokers]
+
+
+def _node(node_id: int, host: str, port: int):
+    return Response.Node(node_id=node_id, listeners=[Response.Listener(name="PLAINTEXT", host=host, port=port)])
 
 
 def _describe(ctx, index: int, group, now_ms: int):
@@ -36,16 +57,19 @@ def _describe(ctx, index: int, group, now_ms: int):
     leader_end = group.partition.log.log_end_offset
 
     wall_now = ctx.wall.at(now_ms)  # Kafka reports these as wall-clock times
+    directories = ctx.replication.sessions.directories
 
     def state(replica_id, p):
         if replica_id == ctx.node_id:
-            return Response.ReplicaState(replica_id=replica_id, log_end_offset=leader_end,
-                                         last_fetch_timestamp=wall_now, last_caught_up_timestamp=wall_now)
+            return Response.ReplicaState(replica_id=replica_id, replica_directory_id=ctx.replication.directory_id,
+                                         log_end_offset=leader_end, last_fetch_timestamp=wall_now,
+                                         last_caught_up_timestamp=wall_now)
         # A session fetch that does not name this partition still fetched it (its position has
         # not moved): it counts, and it was caught up then if that position is our log end.
         last_fetch = max(p.last_fetch_ms, group.session_fetch_ms(replica_id))
         caught_up = last_fetch if last_fetch >= 0 and p.end_offset >= leader_end else p.last_caught_up_ms
-        return Response.ReplicaState(replica_id=replica_id, log_end_offset=p.end_offset,
+        return Response.ReplicaState(replica_id=replica_id, replica_directory_id=directories.get(replica_id, _NONE),
+                                     log_end_offset=p.end_offset,
                                      last_fetch_timestamp=ctx.wall.of(last_fetch, now_ms),
                                      last_caught_up_timestamp=ctx.wall.of(caught_up, now_ms))
 

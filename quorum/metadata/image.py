@@ -63,6 +63,7 @@ class BrokerInfo:
     broker_epoch: int
     fenced: bool = False
     rack: str | None = None
+    directory_id: uuid.UUID | None = None  # its data dir (KIP-858 LogDirs); None: registered before ids
 
 
 @dataclass(slots=True)
@@ -74,6 +75,18 @@ class PartitionInfo:
     leader: int = NO_LEADER
     leader_epoch: int = -1
     partition_epoch: int = 0
+    # Each replica's directory id, in the order of `replicas` (KIP-858's Directories): the
+    # directory the replica was placed on. A node on another directory is not that replica's
+    # voter. Empty: written before directory ids (every replica's directory is unknown).
+    directories: list = field(default_factory=list)
+
+    def directory_of(self, node_id: int):
+        """The directory id the image holds for `node_id`'s replica, or None if unknown."""
+        try:
+            directory = self.directories[self.replicas.index(node_id)]
+        except (ValueError, IndexError):
+            return None
+        return directory if directory.int != 0 else None
 
 
 @dataclass(slots=True)
@@ -104,6 +117,15 @@ class MetadataImage:
 
     def live_brokers(self) -> list[BrokerInfo]:
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def directories_of(self, replicas) -> list:
+        """Each replica's registered directory id, for a PartitionRecord placing them (KIP-858);
+        Kafka's "unassigned" (the nil UUID) for a broker registered without one."""
+        dirs = []
+        for r in replicas:
+            b = self.brokers.get(r)
+            dirs.append(b.directory_id if b is not None and b.directory_id is not None else _UNKNOWN_DIRECTORY)
+        return dirs
 
     def is_live(self, node_id: int) -> bool:
         b = self.brokers.get(node_id)
@@ -159,7 +181,8 @@ class MetadataImage:
 
     def _partition(self, record) -> list[bytes]:
         info = PartitionInfo(record.topic_id, record.partition_id, list(record.replicas), list(record.isr),
-                             record.leader, record.leader_epoch, record.partition_epoch)
+                             record.leader, record.leader_epoch, record.partition_epoch,
+                             _directories(record.directories, len(record.replicas)))
         topic = self.topics.get(record.topic_id)
         target = topic.partitions if topic is not None else self._orphans.setdefault(record.topic_id, {})
         target[record.partition_id] = info
@@ -172,8 +195,14 @@ class MetadataImage:
             return []
         if record.isr is not None:
             info.isr = list(record.isr)
+        directories = record.directories
         if record.replicas is not None:
-            info.replicas = list(record.replicas)
+            replicas = list(record.replicas)
+            if directories is None and info.directories:  # each kept replica keeps its directory
+                directories = [info.directory_of(r) or _UNKNOWN_DIRECTORY for r in replicas]
+            info.replicas = replicas
+        if directories is not None:
+            info.directories = _directories(directories, len(info.replicas))
         if record.leader != LEADER_UNCHANGED:
             info.leader = record.leader
             info.leader_epoch += 1
@@ -196,7 +225,8 @@ class MetadataImage:
         endpoint = record.end_points[0] if record.end_points else None
         self.brokers[record.broker_id] = BrokerInfo(
             record.broker_id, endpoint.host if endpoint else "", endpoint.port if endpoint else 0,
-            record.incarnation_id, record.broker_epoch, bool(record.fenced), record.rack)
+            record.incarnation_id, record.broker_epoch, bool(record.fenced), record.rack,
+            record.log_dirs[0] if record.log_dirs else None)
         return [broker_key(record.broker_id)]
 
     def _remove_topic(self, topic_id: uuid.UUID) -> list[bytes]:
@@ -255,7 +285,18 @@ class MetadataImage:
 def partition_record(info: PartitionInfo):
     return m.PartitionRecord(partition_id=info.index, topic_id=info.topic_id, replicas=list(info.replicas),
                              isr=list(info.isr), removing_replicas=[], adding_replicas=[], leader=info.leader,
-                             leader_epoch=info.leader_epoch, partition_epoch=info.partition_epoch)
+                             leader_epoch=info.leader_epoch, partition_epoch=info.partition_epoch,
+                             directories=list(info.directories))
+
+
+_UNKNOWN_DIRECTORY = uuid.UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
+
+
+def _directories(directories, replicas: int) -> list:
+    """A record's Directories as the image keeps them: one per replica, or none at all (a
+    record from before directory ids, or a malformed list, which no replica is judged by)."""
+    directories = list(directories or ())
+    return directories if len(directories) == replicas else []
 
 
 def register_broker_record(b: BrokerInfo):
@@ -263,7 +304,7 @@ def register_broker_record(b: BrokerInfo):
     return m.RegisterBrokerRecord(
         broker_id=b.node_id, incarnation_id=b.incarnation_id, broker_epoch=b.broker_epoch,
         end_points=[Endpoint(name="PLAINTEXT", host=b.host, port=b.port, security_protocol=0)],
-        features=[], rack=b.rack, fenced=b.fenced)
+        features=[], rack=b.rack, fenced=b.fenced, log_dirs=[b.directory_id] if b.directory_id else [])
 
 
 def access_control_entry_record(acl_id: uuid.UUID, acl: AclBinding):

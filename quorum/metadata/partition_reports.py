@@ -51,7 +51,7 @@ def _change(records: list, info: PartitionInfo, leader: int, epoch: int, isr: li
         return ErrorCode.FENCED_LEADER_EPOCH
     if epoch > info.leader_epoch:
         new = PartitionInfo(info.topic_id, info.index, list(info.replicas), isr, leader, epoch,
-                            info.partition_epoch + 1)
+                            info.partition_epoch + 1, list(info.directories))
         records.append(partition_record(new))
     elif sorted(info.isr) != isr:
         records.append(PartitionChangeRecord(partition_id=info.index, topic_id=info.topic_id, isr=isr,

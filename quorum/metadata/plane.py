@@ -37,7 +37,7 @@ REPORT_INTERVAL_MS = 200
 REREGISTER_AFTER_MS = 2000
 CALL_RETRY_MS = 200
 ALTER_PARTITION_VERSION = 2
-BROKER_REGISTRATION_VERSION = 0
+BROKER_REGISTRATION_VERSION = 2  # v2: LogDirs (the directory id, KIP-858)
 ALLOCATE_PRODUCER_IDS_VERSION = 0
 
 
@@ -179,7 +179,8 @@ class MetadataPlane:
         me = self.image.brokers.get(self.node_id)
         c = self.config
         if (me is not None and not me.fenced and me.host == c.advertised_host and me.port == c.advertised_port
-                and me.incarnation_id == self.incarnation_id):
+                and me.incarnation_id == self.incarnation_id
+                and me.directory_id == self.replication.directory_id):
             return
         request = self.registration_request()
         controller = self.active_controller()
@@ -203,7 +204,7 @@ class MetadataPlane:
             broker_id=self.node_id, cluster_id=self.replication.cluster_id, incarnation_id=self.incarnation_id,
             listeners=[Listener(name="PLAINTEXT", host=c.advertised_host, port=c.advertised_port,
                                 security_protocol=0)],
-            features=[], rack=None)
+            features=[], rack=None, log_dirs=[self.replication.directory_id])
 
     # -- leadership and ISR reports ---------------------------------------------------------------
     def _report_partitions(self, led_groups, now_ms: int) -> None:

@@ -74,7 +74,7 @@ def _create(ctx, controller, topic, validate_only: bool, duplicates: set, record
         records += [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
                     for k, v in sorted(configs.items()) if v is not None]
         records += [PartitionRecord(partition_id=i, topic_id=topic_id, replicas=list(r), isr=list(r), leader=-1,
-                                    leader_epoch=-1, partition_epoch=0)
+                                    leader_epoch=-1, partition_epoch=0, directories=image.directories_of(r))
                     for i, r in enumerate(assignments)]
     return created_result(name, len(assignments), len(assignments[0]), config, set(configs), topic_id)
 

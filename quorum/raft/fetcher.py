@@ -59,7 +59,7 @@ class FetchStream:
                 and (bool(self.groups) or bool(self.sent)))
 
     # -- requests ----------------------------------------------------------------------------
-    def build_request(self, node_id: int, config, topic_ids: dict) -> FetchRequest:
+    def build_request(self, node_id: int, config, topic_ids: dict, directory_id=None) -> FetchRequest:
         """The next Fetch: full (every partition) or incremental (only what changed)."""
         full = self.session_epoch == 0
         candidates, self.changed = self.changed, set()
@@ -83,7 +83,8 @@ class FetchStream:
         for (topic, index), (offset, last_epoch, epoch, log_start) in sorted(changed.items()):
             by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
                 partition=index, current_leader_epoch=epoch, fetch_offset=offset, last_fetched_epoch=last_epoch,
-                log_start_offset=log_start, partition_max_bytes=config.partition_max_bytes))
+                log_start_offset=log_start, partition_max_bytes=config.partition_max_bytes,
+                replica_directory_id=directory_id))
         forgotten_by_topic: dict = {}
         for topic, index in sorted(forgotten):
             forgotten_by_topic.setdefault(topic, []).append(index)

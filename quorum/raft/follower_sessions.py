@@ -8,6 +8,7 @@ class FollowerSessions:
     def __init__(self) -> None:
         self.peer_fetch_ms: dict[int, int] = {}  # when each node last fetched from us
         self.fetched_by: dict[int, set] = {}     # the groups each follower's session holds
+        self.directories: dict[int, object] = {}  # each follower's directory id, as its fetches say
 
     def on_fetch(self, replica_id: int, request, version: int, now_ms: int, topic_names: dict) -> None:
         self.peer_fetch_ms[replica_id] = now_ms
@@ -16,6 +17,8 @@ class FollowerSessions:
         for topic in request.topics:
             name = topic_names.get(topic.topic_id) if version >= 13 else topic.topic
             fetched.update((name, p.partition) for p in topic.partitions)
+            if topic.partitions and version >= 17:
+                self.directories[replica_id] = topic.partitions[0].replica_directory_id
         for topic in request.forgotten_topics_data:
             name = topic_names.get(topic.topic_id) if version >= 13 else topic.topic
             fetched.difference_update((name, p) for p in topic.partitions)

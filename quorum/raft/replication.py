@@ -37,8 +37,9 @@ __all__ = ["Outbox", "Replication"]
 
 class Replication:
     def __init__(self, node_id: int, *, config: RaftConfig, rng, hooks, cluster_id: str,
-                 fsync_never: bool = False, bugs: BugSwitches | None = None) -> None:
+                 fsync_never: bool = False, bugs: BugSwitches | None = None, directory_id=None) -> None:
         self.node_id = node_id
+        self.directory_id = directory_id       # this node's data dir (KIP-853: a voter is (id, directory))
         self.config = config
         self.rng = rng
         self.hooks = hooks                     # the Node: log appends, purgatory wake-ups
@@ -209,7 +210,7 @@ class Replication:
         self.timers.fire(now_ms)
         self.in_flight.fail_expired(now_ms, self._failed)
         for stream in self.streams.ready(now_ms):
-            request = stream.build_request(self.node_id, self.config, self._topic_ids)
+            request = stream.build_request(self.node_id, self.config, self._topic_ids, self.directory_id)
             self._send(stream.leader_id, api.FETCH, FETCH_VERSION, request, now_ms, stream)
         for leader, downloads in self.downloads.ready_by_leader(now_ms).items():
             request = rpc.fetch_snapshot_request(self.cluster_id, self.node_id, self.config.snapshot_chunk_bytes,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.cluster.support import describe, describe_json, gauge, metadata, parse_status, replica_progress, \
-    samples, wait_cluster_ready
+from tests.cluster.support import describe, describe_json, describe_quorum, gauge, metadata, parse_status, \
+    replica_progress, samples, wait_cluster_ready
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import WaitTimeout, poll_until, wait_until
 
@@ -190,6 +190,28 @@ def test_describe_the_metadata_quorum_through_every_node(cluster):
     for i in cluster.ids:
         assert gauge(cluster, i, "kraftd_leader_epoch", topic=METADATA, partition=0) == epoch, f"node {i}"
     followers_answer(cluster, followers, (), leader, epoch)
+
+
+def test_describe_quorum_v2_names_each_voters_directory_id_and_listener(cluster):
+    """Issue 25 item 1: each data dir's meta.properties holds its own directory id; the metadata
+    leader's DescribeQuorum v2 reports it for every voter (from their fetches), and Nodes lists
+    each voter's listener."""
+    from pathlib import Path
+
+    from kraftd.storage.meta_properties import read_meta_properties
+
+    dirs = {i: read_meta_properties(Path(cluster.process(i).data_dir)).directory_id for i in cluster.ids}
+    assert len(set(dirs.values())) == len(cluster.ids)
+    leader, _ = metadata_leader(cluster, cluster.ids, timeout=5)
+
+    def described():
+        out = describe_quorum(cluster.node(leader), METADATA, 0)
+        p = out.topics[0].partitions[0]
+        return out if {v.replica_id: v.replica_directory_id for v in p.current_voters} == dirs else None
+
+    out = wait_until(described, 10, "every voter's directory id in DescribeQuorum")
+    listeners = {n.node_id: [f"{x.host}:{x.port}" for x in n.listeners] for n in out.nodes}
+    assert listeners == {i: [cluster.node(i)] for i in cluster.ids}
 
 
 def test_describe_a_data_partition(cluster):

@@ -177,6 +177,7 @@ class Simulation:
             self.raft = dataclasses.replace(RAFT, snapshot_chunk_bytes=rates.chunk_bytes,
                                             partition_max_bytes=rates.chunk_bytes, fetch_max_bytes=4 * rates.chunk_bytes)
             self.coverage["small-size seeds"] += 1
+        self.disks_made = 0
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
         self.coverage["drifting clocks"] = sum(sn.clock_rate != 1.0 for sn in self.nodes.values())
         self.topics = []
@@ -286,13 +287,14 @@ class Simulation:
 
     # -- node glue: the shell's part -------------------------------------------------------------
     def new_disk(self) -> Disk:
+        self.disks_made += 1
         if self.rates.file_logs:
             self.coverage["file-log seeds"] = 1
-            disk = FileDisk(CLUSTER_ID, self.coverage, self.rng,
+            disk = FileDisk(CLUSTER_ID, self.coverage, self.rng, number=self.disks_made,
                             recovery_checks_crc=not (self.bugs and self.bugs.recovery_keeps_torn_batch))
             disk.swap_crash = self._swap_crash
             return disk
-        return Disk(CLUSTER_ID, self.coverage)
+        return Disk(CLUSTER_ID, self.coverage, self.disks_made)
 
     def boot_all(self) -> None:
         for sn in self.nodes.values():

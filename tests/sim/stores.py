@@ -82,10 +82,12 @@ class CountingLog(MemoryLog):
 
 
 class Disk:
-    """One node's durable storage. `crash()` keeps only what was flushed."""
+    """One node's durable storage. `crash()` keeps only what was flushed. Every disk has its own
+    directory id (a replacement disk: a new one); the run numbers them without drawing from its RNG."""
 
-    def __init__(self, cluster_id: str, coverage=None) -> None:
+    def __init__(self, cluster_id: str, coverage=None, number: int = 1) -> None:
         self.coverage = coverage
+        self.directory_id = uuid.UUID(int=(2 << 64) + number)
         self.catalog = MemoryTopicCatalog(cluster_id)
         self.catalog.on_delete = self._drop_topic
         self.elections = MemoryElectionStore()
@@ -98,7 +100,8 @@ class Disk:
 
     def storage(self) -> NodeStorage:
         return NodeStorage(catalog=self.catalog, election_store=self.elections, producer_id_store=self.producer_ids,
-                           open_log=self.open_log, open_snapshot_store=self.open_snapshot_store)
+                           open_log=self.open_log, open_snapshot_store=self.open_snapshot_store,
+                           directory_id=self.directory_id)
 
     def open_snapshot_store(self, topic, index) -> SnapshotStore:
         return SnapshotStore(os.path.join(self.snapshot_root, f"{topic}-{index}"))
@@ -263,8 +266,8 @@ class FileDisk(Disk):
     included; sometimes the kept tail reads back as zeros, as unwritten blocks of a grown file
     do), and the next open runs the log's recovery."""
 
-    def __init__(self, cluster_id: str, coverage, rng, *, recovery_checks_crc: bool = True) -> None:
-        super().__init__(cluster_id, coverage)
+    def __init__(self, cluster_id: str, coverage, rng, *, recovery_checks_crc: bool = True, number: int = 1) -> None:
+        super().__init__(cluster_id, coverage, number)
         self.rng = rng
         self.recovery_checks_crc = recovery_checks_crc
         self.log_root = tempfile.mkdtemp(prefix="kraftd-sim-logs-", dir=_TMPFS)

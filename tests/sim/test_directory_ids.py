@@ -1,0 +1,99 @@
+"""Directory ids (issue 25, KIP-853/KIP-858) in a three-node simulated cluster without random
+faults: every node registers the directory id of its disk, a partition records the directory
+of each replica it was placed on, and DescribeQuorum v2 reports each voter's directory id (as
+its fetches say) and the listeners of the nodes it names. A node on a replaced disk registers
+its new directory; the partitions placed on the old one keep it."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kraftd.protocol import api
+from kraftd.protocol import messages as m
+
+from .cluster import Simulation
+from .network import Message
+from .test_controller_answers import CLIENT, QUIET, _controller, _send, _settle
+
+
+class Answers:
+    def __init__(self) -> None:
+        self.by_correlation: dict = {}
+
+    def on_response(self, sim, message: Message) -> None:
+        self.by_correlation[message.correlation_id] = message.body
+
+    def tick(self, sim) -> None:
+        pass
+
+
+def _cluster():
+    sim = Simulation(11, nodes=3, groups=0, rates=QUIET)
+    answers = Answers()
+    sim.clients[CLIENT] = answers
+    sim.boot_all()
+    for _ in range(200):
+        sim.run_until(sim.now + 50)
+        sn = _controller(sim)
+        if sn is not None and len(sn.node.plane.image.live_brokers()) == 3:
+            return sim, answers, sn
+    pytest.fail("no controller with three live brokers")
+
+
+def _describe(sim, answers, node: int, correlation: int):
+    request = m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    sim.send(Message(CLIENT, node, True, api.DESCRIBE_QUORUM, 2, correlation, request))
+    sim.run_until(sim.now + 20)
+    return answers.by_correlation[correlation]
+
+
+def test_registrations_and_partitions_carry_each_nodes_directory_id():
+    sim, answers, controller = _cluster()
+    disks = {i: sn.disk.directory_id for i, sn in sim.nodes.items()}
+    assert len(set(disks.values())) == 3
+    _send(sim, controller.id, 1, "create", "d")
+    sim.run_until(sim.now + 300)
+    _settle(sim)
+    for sn in sim.nodes.values():
+        image = sn.node.plane.image
+        assert {i: b.directory_id for i, b in image.brokers.items()} == disks, f"node {sn.id}"
+        info = image.topic("d").partitions[0]
+        assert info.directories == [disks[r] for r in info.replicas], f"node {sn.id}"
+        assert all(info.directory_of(r) == disks[r] for r in info.replicas)
+
+    out = _describe(sim, answers, controller.id, 2)
+    p = out.topics[0].partitions[0]
+    assert p.error_code == 0 and p.leader_id == controller.id
+    assert {v.replica_id: v.replica_directory_id for v in p.current_voters} == disks
+    assert sorted(n.node_id for n in out.nodes) == [1, 2, 3]
+    for n in out.nodes:
+        broker = controller.node.plane.image.brokers[n.node_id]
+        assert [(x.host, x.port) for x in n.listeners] == [(broker.host, broker.port)]
+
+
+def test_a_replaced_disk_registers_a_new_directory_and_partitions_keep_the_old_one():
+    sim, answers, controller = _cluster()
+    _send(sim, controller.id, 1, "create", "d")
+    sim.run_until(sim.now + 300)
+    _settle(sim)
+    victim = next(sn for sn in sim.nodes.values() if sn.id != controller.id)
+    old = victim.disk.directory_id
+    victim.crash()
+    victim.lose_disk()
+    victim.boot()
+    new = victim.disk.directory_id
+    assert new != old
+    for _ in range(100):
+        sim.run_until(sim.now + 50)
+        if controller.node.plane.image.brokers[victim.id].directory_id == new:
+            break
+    _settle(sim)
+    image = controller.node.plane.image
+    assert image.brokers[victim.id].directory_id == new
+    assert image.topic("d").partitions[0].directory_of(victim.id) == old
+    # The leader hears the new directory id in the replaced node's fetches.
+    out = _describe(sim, answers, controller.id, 3)
+    voters = {v.replica_id: v.replica_directory_id for v in out.topics[0].partitions[0].current_voters}
+    assert voters[victim.id] == new and uuid.UUID(int=0) not in voters.values()
