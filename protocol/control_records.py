@@ -1,7 +1,8 @@
 """Control batches: one record whose key is (int16 version, int16 type) and whose value is a
 type-specific message. ABORT/COMMIT are transaction markers (value: EndTxnMarker); KRaft uses
-LEADER_CHANGE and SNAPSHOT_HEADER/FOOTER, whose values the generated codec encodes
-(LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord) and callers pass in as bytes.
+LEADER_CHANGE, SNAPSHOT_HEADER/FOOTER, KRAFT_VERSION and KRAFT_VOTERS, whose values the generated
+codec encodes (LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord,
+KRaftVersionRecord, VotersRecord) and callers pass in as bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class ControlType(enum.IntEnum):
     LEADER_CHANGE = 2
     SNAPSHOT_HEADER = 3
     SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5   # KRaftVersionRecord (KIP-853)
+    KRAFT_VOTERS = 6    # VotersRecord: the voter set from this offset on (KIP-853)
 
 
 def control_record_key(control_type: int) -> bytes:

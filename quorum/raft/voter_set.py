@@ -1,0 +1,188 @@
+"""Voter sets (KIP-853): who may vote in a group, keyed by (node id, directory id), and the
+history of the sets a group's log holds.
+
+A voter is a node id and the directory id of the data dir it voted from. A node restarted on
+a new, empty dir has a new directory id, so it is not the voter it replaced: it may have voted
+and acknowledged records there, and forgotten both. `directory_id` None is a voter of a static
+set (`--voters`, kraft.version 0), which any directory of that node is.
+
+The set in force is the newest one in the log, committed or not (Raft's rule for membership
+changes); a truncation past a VotersRecord brings the older set back. Changes go one voter at
+a time, so the majorities of two consecutive sets always overlap.
+"""
+from __future__ import annotations
+
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from ...protocol import messages
+from ...protocol.control_records import ControlType, control_record_key, parse_control_record_key
+from ...protocol.records import build_batch
+
+KRAFT_VERSION_STATIC = 0   # voters from configuration only
+KRAFT_VERSION_DYNAMIC = 1  # voters from VotersRecords (KIP-853)
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    node_id: int
+    directory_id: uuid.UUID | None = None
+    host: str = ""
+    port: int = 0
+
+    def matches(self, node_id: int, directory_id: uuid.UUID | None) -> bool:
+        """Whether a replica (node id, directory id) is this voter. A voter whose directory is
+        unknown (a static set) is any directory of its node; a replica that does not say its
+        directory (nil) is taken at its word only by such a voter."""
+        if node_id != self.node_id:
+            return False
+        if self.directory_id is None:
+            return True
+        return directory_id is not None and directory_id == self.directory_id
+
+
+@dataclass(frozen=True)
+class VoterSet:
+    voters: tuple[Voter, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def static(cls, node_ids, endpoints: dict | None = None) -> VoterSet:
+        endpoints = endpoints or {}
+        return cls(tuple(Voter(n, None, *endpoints.get(n, ("", 0))) for n in sorted(node_ids)))
+
+    def __post_init__(self) -> None:
+        ids = [v.node_id for v in self.voters]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"a voter set names a node twice: {ids}")
+        object.__setattr__(self, "voters", tuple(sorted(self.voters, key=lambda v: v.node_id)))
+
+    # -- reading ------------------------------------------------------------------------------
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(v.node_id for v in self.voters)
+
+    def get(self, node_id: int) -> Voter | None:
+        return next((v for v in self.voters if v.node_id == node_id), None)
+
+    def is_voter(self, node_id: int, directory_id: uuid.UUID | None) -> bool:
+        voter = self.get(node_id)
+        return voter is not None and voter.matches(node_id, directory_id)
+
+    def majority(self) -> int:
+        """How many voters make a majority."""
+        return len(self.voters) // 2 + 1
+
+    def is_majority(self, node_ids) -> bool:
+        return len(set(node_ids) & set(self.ids)) >= self.majority()
+
+    def differs_by_one(self, other: VoterSet) -> bool:
+        """`other` adds or removes exactly one voter (the one-change-at-a-time rule)."""
+        mine, theirs = set(self.voters), set(other.voters)
+        return len(mine ^ theirs) == 1
+
+    # -- changing -------------------------------------------------------------------------------
+    def with_voter(self, voter: Voter) -> VoterSet:
+        if self.get(voter.node_id) is not None:
+            raise ValueError(f"node {voter.node_id} is a voter already")
+        return VoterSet(self.voters + (voter,))
+
+    def without(self, node_id: int, directory_id: uuid.UUID | None) -> VoterSet:
+        voter = self.get(node_id)
+        if voter is None or not voter.matches(node_id, directory_id):
+            raise ValueError(f"({node_id}, {directory_id}) is not a voter")
+        if len(self.voters) == 1:
+            raise ValueError("the last voter cannot be removed")
+        return VoterSet(tuple(v for v in self.voters if v.node_id != node_id))
+
+    # -- the VotersRecord -----------------------------------------------------------------------
+    def to_record(self) -> messages.VotersRecord:
+        R = messages.VotersRecord
+        return R(version=0, voters=[
+            R.Voter(voter_id=v.node_id, voter_uuid=v.directory_id or uuid.UUID(int=0),
+                    endpoints=[R.Endpoint(name="PLAINTEXT", host=v.host, port=v.port)] if v.host else [],
+                    k_raft_version_feature=R.KRaftVersionFeature(min_supported_version=0,
+                                                                 max_supported_version=KRAFT_VERSION_DYNAMIC))
+            for v in self.voters])
+
+    @classmethod
+    def from_record(cls, record) -> VoterSet:
+        voters = []
+        for v in record.voters:
+            endpoint = v.endpoints[0] if v.endpoints else None
+            directory = v.voter_uuid if v.voter_uuid.int != 0 else None
+            voters.append(Voter(v.voter_id, directory, endpoint.host if endpoint else "",
+                                endpoint.port if endpoint else 0))
+        return cls(tuple(voters))
+
+
+def control_value(cls, message) -> bytes:
+    parts: list = []
+    cls.encode(message, 0, parts)
+    return b"".join(bytes(p) for p in parts)
+
+
+def voters_batch(voter_set: VoterSet, epoch: int, now_ms: int, *, with_version: bool = True) -> bytearray:
+    """A control batch holding the set, after KRaftVersionRecord(1) when `with_version`. Built
+    at offset 0, as every batch a leader appends (the log moves it to its place)."""
+    records = []
+    if with_version:
+        version = messages.KRaftVersionRecord(version=0, k_raft_version=KRAFT_VERSION_DYNAMIC)
+        records.append((control_record_key(ControlType.KRAFT_VERSION),
+                        control_value(messages.KRaftVersionRecord, version), None, now_ms))
+    records.append((control_record_key(ControlType.KRAFT_VOTERS),
+                    control_value(messages.VotersRecord, voter_set.to_record()), None, now_ms))
+    return bytearray(build_batch(records, base_offset=0, partition_leader_epoch=epoch, is_control=True))
+
+
+def voter_set_in(batch_records) -> VoterSet | None:
+    """The voter set a control batch's records hold (the last VotersRecord), or None."""
+    found = None
+    for key, value in batch_records:
+        _, kind = parse_control_record_key(key)
+        if kind == ControlType.KRAFT_VOTERS:
+            record, _ = messages.VotersRecord.decode(memoryview(value), 0, 0)
+            found = VoterSet.from_record(record)
+    return found
+
+
+class VoterSetHistory:
+    """The voter sets a log holds, by the offset of their VotersRecord, above a static set (the
+    configured voters, in force until the first record). Kafka's VoterSetHistory."""
+
+    def __init__(self, static: VoterSet) -> None:
+        self.static = static
+        self._offsets: list[int] = []
+        self._sets: list[VoterSet] = []
+
+    def add_at(self, offset: int, voter_set: VoterSet) -> None:
+        if self._offsets and offset <= self._offsets[-1]:
+            raise ValueError(f"a voter set at {offset}, not past the last one at {self._offsets[-1]}")
+        self._offsets.append(offset)
+        self._sets.append(voter_set)
+
+    def latest(self) -> VoterSet:
+        return self._sets[-1] if self._sets else self.static
+
+    def latest_offset(self) -> int:
+        """The offset of the newest VotersRecord, -1 for the static set."""
+        return self._offsets[-1] if self._offsets else -1
+
+    def at(self, offset: int) -> VoterSet:
+        """The set in force at `offset` (the newest record at or below it)."""
+        i = bisect_right(self._offsets, offset)
+        return self._sets[i - 1] if i else self.static
+
+    def truncate_to(self, end_offset: int) -> None:
+        """The log was truncated to end at `end_offset`: records at or past it are gone."""
+        i = bisect_right(self._offsets, end_offset - 1)
+        del self._offsets[i:], self._sets[i:]
+
+    def forget_before(self, offset: int) -> None:
+        """The log starts at `offset` now (a snapshot): keep the set in force there, and later ones."""
+        i = bisect_right(self._offsets, offset)
+        if i > 1:
+            del self._offsets[:i - 1], self._sets[:i - 1]
+
+    def is_dynamic(self) -> bool:
+        return bool(self._sets)
