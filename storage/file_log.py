@@ -38,6 +38,7 @@ from .cleaning import CLEANER_CHECKPOINT_FILE, Cleanable, cleanable, commit_clea
     read_cleaner_checkpoint, truncate_cleaner_checkpoint
 from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
+from .voter_set_cache import VOTER_SET_CHECKPOINT_FILE, VoterSetCache
 from .log_base import PartitionLog, ReadResult, RecoveryReport
 from .producer_state import ProducerStateTable
 from .truncation import TruncationPlan, headers_between
@@ -117,6 +118,7 @@ class FileLog(PartitionLog):
         self._flushed = 0
         self._unflushed_bytes = 0  # appended since the last flush began
         self.epoch_cache = LeaderEpochCache(os.path.join(self.dir, EPOCH_CHECKPOINT_FILE), deferred=True)
+        self.voter_sets = VoterSetCache(os.path.join(self.dir, VOTER_SET_CHECKPOINT_FILE))
         self.producer_state = ProducerStateTable()
         self._retained = ProducerStateTable()
         self._retained_offset = 0
@@ -381,6 +383,7 @@ class FileLog(PartitionLog):
         truncate_cleaner_checkpoint(self, new_leo)
         self.epoch_cache.truncate_from_end(new_leo)
         self.epoch_cache.write_checkpoint()  # truncations are rare: durable at once
+        self.voter_sets.truncate_from_end(new_leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
@@ -401,6 +404,7 @@ class FileLog(PartitionLog):
         truncate_cleaner_checkpoint(self, offset)
         self.epoch_cache.clear()
         self.epoch_cache.write_checkpoint()
+        self.voter_sets.clear()
 
     def advance_log_start(self, offset: int) -> None:
         if offset <= self._log_start:
@@ -415,6 +419,7 @@ class FileLog(PartitionLog):
             n += 1
         self._delete_oldest(n)
         self.epoch_cache.truncate_from_start(offset)
+        self.voter_sets.truncate_from_start(offset)
 
     def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int, *,
                         max_offset: int | None = None) -> int:
@@ -454,6 +459,7 @@ class FileLog(PartitionLog):
         self._persist_log_start(new_start)
         self._delete_oldest(n)
         self.epoch_cache.truncate_from_start(self._log_start)
+        self.voter_sets.truncate_from_start(self._log_start)
         return n
 
     def _delete_oldest(self, n: int) -> None:
@@ -693,6 +699,8 @@ class FileLog(PartitionLog):
             if start < self._leo and (latest is None or epoch > latest):
                 self.epoch_cache.assign(epoch, start)
         self.epoch_cache.truncate_from_start(self._log_start)
+        self.voter_sets.truncate_from_end(self._leo)  # (written before its data: trim what did not land)
+        self.voter_sets.truncate_from_start(self._log_start)
         self._load_producer_state(clean)
         # Recovery scans only past the recovery point: the epochs below it must be on disk first.
         self.epoch_cache.write_checkpoint()

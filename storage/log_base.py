@@ -15,6 +15,7 @@ from ..protocol.records import (BatchHeader, crc_ok, iter_batch_headers, patch_b
 
 from .errors import NonContiguousAppendError
 from .leader_epoch_cache import LeaderEpochCache
+from .voter_set_cache import VoterSetCache, voters_values_in
 from .producer_state import ProducerStateTable, producers_rebuilt, update_producers
 
 __all__ = ["AppendResult", "ReadResult", "Region", "PartitionLog", "RecoveryReport"]
@@ -87,6 +88,7 @@ class PartitionLog(abc.ABC):
     worker thread concurrently with appends and reads."""
 
     epoch_cache: LeaderEpochCache
+    voter_sets: VoterSetCache  # the VotersRecords in the log (KIP-853)
     producer_state: ProducerStateTable
 
     # Implementations keep these four fields; appends and flushes update them.
@@ -147,6 +149,7 @@ class PartitionLog(abc.ABC):
             # Checkpoint before data: after a crash it may name offsets past the log end, which
             # recovery trims; it never misses an epoch whose data survived.
             self.epoch_cache.assign(leader_epoch, placed[0][1].base_offset)
+        self._note_voter_sets(batches, placed)
         return self._append(batches, placed, stamp if log_append_time else -1)
 
     def append_as_follower(self, batches) -> AppendResult:
@@ -168,7 +171,16 @@ class PartitionLog(abc.ABC):
             latest = self.epoch_cache.latest_epoch
             if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._note_voter_sets(view, placed)
         return self._append(view, placed, -1, replicated=True)
+
+    def _note_voter_sets(self, buf, placed) -> None:
+        """VotersRecords in the control batches about to be appended (KIP-853): recorded, and
+        checkpointed, before the data (storage/voter_set_cache.py)."""
+        for pos, h in placed:
+            if h.is_control:
+                for offset, value in voters_values_in(memoryview(buf)[pos:pos + h.size], h):
+                    self.voter_sets.assign(offset, value)
 
     def _append(self, buf, placed: list, log_append_time_ms: int, *, replicated: bool = False) -> AppendResult:
         self._store(buf, placed, replicated=replicated)

@@ -14,6 +14,7 @@ from ..protocol.records import decode_records
 
 from .errors import OffsetOutOfRangeError
 from .leader_epoch_cache import LeaderEpochCache
+from .voter_set_cache import VoterSetCache
 from .log_base import PartitionLog, ReadResult
 from .producer_state import ProducerStateTable
 
@@ -57,6 +58,7 @@ class MemoryLog(PartitionLog):
         self._leo = log_start_offset
         self._flushed = log_start_offset
         self.epoch_cache = LeaderEpochCache(None)
+        self.voter_sets = VoterSetCache(None)
         self.producer_state = ProducerStateTable()
         self._retained = ProducerStateTable()  # below the log start (see PartitionLog)
         self._retained_offset = log_start_offset
@@ -156,6 +158,7 @@ class MemoryLog(PartitionLog):
             self._leo = new_leo
             self._flushed = min(self._flushed, new_leo)
         self.epoch_cache.truncate_from_end(new_leo)
+        self.voter_sets.truncate_from_end(new_leo)
         self.producer_state = self._producers_rebuilt(h for _, h, _ in self._batches()
                                                       if h.last_offset >= self._log_start)
 
@@ -164,6 +167,7 @@ class MemoryLog(PartitionLog):
         with self._lock:
             self._log_start = self._leo = self._flushed = offset
         self.epoch_cache.clear()
+        self.voter_sets.clear()
         self._producers_restarted_at(offset)
 
     def advance_log_start(self, offset: int) -> None:
@@ -176,6 +180,7 @@ class MemoryLog(PartitionLog):
         while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
             self._segments.pop(0)
         self.epoch_cache.truncate_from_start(offset)
+        self.voter_sets.truncate_from_start(offset)
 
     def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int, *,
                         max_offset: int | None = None) -> int:
@@ -207,6 +212,7 @@ class MemoryLog(PartitionLog):
         del segs[:n]
         self._log_start = new_start
         self.epoch_cache.truncate_from_start(self._log_start)
+        self.voter_sets.truncate_from_start(self._log_start)
         return n
 
     # -- timestamps -----------------------------------------------------------------------------

@@ -99,7 +99,7 @@ class VoterSet:
     def to_record(self) -> messages.VotersRecord:
         R = messages.VotersRecord
         return R(version=0, voters=[
-            R.Voter(voter_id=v.node_id, voter_uuid=v.directory_id or uuid.UUID(int=0),
+            R.Voter(voter_id=v.node_id, voter_directory_id=v.directory_id or uuid.UUID(int=0),
                     endpoints=[R.Endpoint(name="PLAINTEXT", host=v.host, port=v.port)] if v.host else [],
                     k_raft_version_feature=R.KRaftVersionFeature(min_supported_version=0,
                                                                  max_supported_version=KRAFT_VERSION_DYNAMIC))
@@ -110,7 +110,7 @@ class VoterSet:
         voters = []
         for v in record.voters:
             endpoint = v.endpoints[0] if v.endpoints else None
-            directory = v.voter_uuid if v.voter_uuid.int != 0 else None
+            directory = v.voter_directory_id if v.voter_directory_id.int != 0 else None
             voters.append(Voter(v.voter_id, directory, endpoint.host if endpoint else "",
                                 endpoint.port if endpoint else 0))
         return cls(tuple(voters))
