@@ -10,6 +10,7 @@ from .handlers.context import LATENCY_SAMPLES_KEPT
 from .node_changes import NodeChanges
 from .partition import Partition
 from .raft.leader_change import leader_change_batch
+from .raft.voter_set import voters_batch
 from .snapshots.coordination import SnapshotCoordination
 from .wall_clock import WallClock
 
@@ -34,6 +35,16 @@ class GroupHooks:
         partition.log.append_as_leader(batch, group.epoch, now_ms=now_ms)
         self._changes.appended(partition)
         partition.record_change()  # follower fetch sessions read up to the log end
+        self._changes.wake([partition.key], now_ms)
+
+    def append_voters(self, group, voter_set, now_ms: int) -> None:
+        """A VotersRecord (after a KRaftVersionRecord the first time), as the group's leader."""
+        partition = group.partition
+        batch = voters_batch(voter_set, group.epoch, self._wall.at(now_ms),
+                             with_version=not partition.log.voter_sets.latest())
+        partition.log.append_as_leader(batch, group.epoch, now_ms=now_ms)
+        self._changes.appended(partition)
+        partition.record_change()
         self._changes.wake([partition.key], now_ms)
 
     def partition_changed(self, partition: Partition, *, hw: bool) -> None:

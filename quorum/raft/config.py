@@ -47,6 +47,11 @@ class BugSwitches:
     cleaner_passes_high_watermark: bool = False
     # The cleaner drops a key's latest record too (an off-by-one: kraftd.storage.cleaner).
     cleaner_drops_latest_value: bool = False
+    # KIP-853: a leader takes a second voter change while the first is uncommitted (two
+    # changes at once: the old and new sets' majorities need not overlap).
+    two_voter_changes_at_once: bool = False
+    # KIP-853: a new voter is added (and counts for the HW) before it has caught up.
+    voter_counted_before_caught_up: bool = False
 
     def any(self) -> bool:
         return any(getattr(self, name) for name in self.__dataclass_fields__)

@@ -2,7 +2,7 @@
 implementation; a test may bring its own)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from random import Random
@@ -17,6 +17,7 @@ class GroupEnv(Protocol):
     rng: Random             # election jitter and backoff
     bugs: BugSwitches
     fsync_never: bool       # nothing waits for a flush: the log end counts as durable
+    directory_id: Any       # this node's data dir (KIP-853: a voter is (node id, directory id))
 
     # -- timers and durability
     def schedule(self, group: RaftGroup, deadline_ms: int) -> None:
@@ -53,6 +54,12 @@ class GroupEnv(Protocol):
     # -- what the node hears of
     def begin_epoch(self, group: RaftGroup, now_ms: int, granted: list[int]) -> None:
         """A new leader: append its LeaderChange batch (this epoch's start offset)."""
+
+    def append_voters(self, group: RaftGroup, voter_set, now_ms: int) -> int:
+        """The leader changes the voters: append a VotersRecord; its offset (KIP-853)."""
+
+    def follower_directory(self, replica_id: int) -> Any:
+        """The directory id that follower's fetches say (None: not heard)."""
 
     def record_election_latency(self, ms: int) -> None: ...
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ...protocol import messages
 from .catch_up import FollowerCatchUp
 from .election_state import NO_NODE, ElectionState
 from .election_timing import ElectionTiming
 from .progress import ReplicaProgress
 from .roles import Candidate, Deleted, Follower, Leader, Prospective, Resigned, Role, Unattached, Voted
 from .transitions import check
+from .voter_set import VoterSet
 from .votes import VoteAnswer, answer_vote
 
 if TYPE_CHECKING:
@@ -33,7 +35,10 @@ class RaftGroup:
         self.env = env
         self.partition = partition
         self.key = partition.key
-        self.voters = tuple(sorted(voters))
+        # The configured voters (--voters, or the partition's assignment); the log's newest
+        # VotersRecord, once there is one, replaces them (KIP-853: voter_set).
+        self.static_voters = VoterSet.static(voters)
+        self._decoded: tuple = (None, self.static_voters)  # (the log's latest (offset, value), its set)
         self.node_id = env.node_id
         self.state = state
         self.role: Role | None = None  # set by start()
@@ -47,6 +52,28 @@ class RaftGroup:
         self.discovery_probe = -1      # an observer's next voter to ask for the leader
 
     # -- reading -------------------------------------------------------------------------
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voters in force: the newest VotersRecord in the log, committed or not (Raft's
+        membership rule), else the configured ones."""
+        latest = self.partition.log.voter_sets.latest()
+        if latest is None:
+            return self.static_voters
+        if latest != self._decoded[0]:
+            record, _ = messages.VotersRecord.decode(memoryview(latest[1]), 0, 0)
+            self._decoded = (latest, VoterSet.from_record(record))
+        return self._decoded[1]
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.voter_set.ids
+
+    @property
+    def voters_offset(self) -> int:
+        """The offset of the VotersRecord in force; -1 for the configured voters."""
+        latest = self.partition.log.voter_sets.latest()
+        return -1 if latest is None else latest[0]
+
     @property
     def epoch(self) -> int:
         return self.state.epoch
@@ -67,7 +94,8 @@ class RaftGroup:
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        """This node, on this directory, is a voter (a node on a replaced disk is not)."""
+        return self.voter_set.is_voter(self.node_id, self.env.directory_id)
 
     @property
     def may_stand(self) -> bool:
@@ -245,9 +273,11 @@ class RaftGroup:
             self.role.tally(self, now_ms)
 
     def on_vote_request(self, candidate: int, epoch: int, last_epoch: int, last_offset: int,
-                        pre_vote: bool, now_ms: int) -> tuple[int, bool]:
-        """(error code, granted) for a candidate's (pre-)vote request."""
-        return answer_vote(self, candidate, epoch, (last_epoch, last_offset), pre_vote, now_ms)
+                        pre_vote: bool, now_ms: int, candidate_directory=None, voter_directory=None) -> tuple[int, bool]:
+        """(error code, granted) for a candidate's (pre-)vote request. The directory ids (Vote
+        v1+, KIP-853) say which voter the candidate is, and which it takes us for."""
+        return answer_vote(self, candidate, epoch, (last_epoch, last_offset), pre_vote, now_ms,
+                           candidate_directory, voter_directory)
 
     # -- learning about leaders (the shared path of every response and request) -------------
     def observe_leader(self, leader_id: int, epoch: int, now_ms: int) -> bool:

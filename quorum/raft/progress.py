@@ -26,6 +26,16 @@ class ReplicaProgress:
         self.by_voter[leader_id].last_fetch_ms = now_ms
         self.started_ms = now_ms  # when this leadership began
 
+    def set_voters(self, voters: tuple[int, ...]) -> None:
+        """The voter set changed (KIP-853): a new voter keeps what it reported as an observer,
+        a removed one becomes an observer."""
+        for v in voters:
+            if v not in self.by_voter:
+                self.by_voter[v] = self.observers.pop(v, None) or VoterProgress()
+        for v in [v for v in self.by_voter if v not in voters]:
+            self.observers[v] = self.by_voter.pop(v)
+        self.voters = voters
+
     def majority_offset(self, leader_durable: int) -> int:
         """The offset a majority of voters has durably reached (the leader counts `leader_durable`)."""
         offsets = sorted((leader_durable if v == self.leader_id else p.end_offset
@@ -56,7 +66,7 @@ class ReplicaProgress:
     def alive_majority(self, now_ms: int, window_ms: int, session_fetch_ms) -> bool:
         """Check-quorum: a majority (the leader included) fetched within the window.
         `session_fetch_ms(v)`: when v last fetched through a session holding this group."""
-        alive = 1
+        alive = 1 if self.leader_id in self.by_voter else 0  # (a leader removing itself is no voter)
         for v, p in self.by_voter.items():
             if v == self.leader_id:
                 continue

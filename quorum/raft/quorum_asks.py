@@ -30,8 +30,10 @@ class QuorumAsks:
 
     def vote(self, voter: int, group: RaftGroup, pre_vote: bool, epoch: int, last_epoch: int,
              last_offset: int) -> None:
-        self._votes.setdefault(voter, []).append(VoteAsk(group.key, pre_vote, epoch, self.node_id, last_epoch,
-                                                         last_offset))
+        known = group.voter_set.get(voter)
+        self._votes.setdefault(voter, []).append(VoteAsk(
+            group.key, pre_vote, epoch, self.node_id, last_epoch, last_offset, group.env.directory_id,
+            known.directory_id if known is not None else None))
 
     def begin_epoch(self, voter: int, group: RaftGroup) -> None:
         self._begins.setdefault(voter, []).append((group.key, self.node_id, group.epoch))

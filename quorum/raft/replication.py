@@ -128,6 +128,15 @@ class Replication:
     def begin_epoch(self, group: RaftGroup, now_ms: int, granted) -> None:
         self.hooks.append_leader_change(group, now_ms, granted)
 
+    def append_voters(self, group: RaftGroup, voter_set, now_ms: int) -> int:
+        """Append a VotersRecord as the group's leader; its offset (KIP-853)."""
+        self.hooks.append_voters(group, voter_set, now_ms)
+        return group.voters_offset
+
+    def follower_directory(self, replica_id: int):
+        """The directory id a follower's fetches say (None: not heard)."""
+        return self.sessions.directories.get(replica_id)
+
     def record_election_latency(self, ms: int) -> None:
         self.hooks.election_latencies.append(ms)
 

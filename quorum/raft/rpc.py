@@ -2,6 +2,7 @@
 needs it (KIP-595's schemas are batched by topic and partition)."""
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ from ...protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest
                                       VoteRequest)
 
 VOTE_VERSION = 2
+NIL = uuid.UUID(int=0)  # a directory id not said (Kafka's ZERO_UUID)
 BEGIN_QUORUM_EPOCH_VERSION = 1
 END_QUORUM_EPOCH_VERSION = 1
 FETCH_SNAPSHOT_VERSION = 1
@@ -34,6 +36,8 @@ class VoteAsk:
     candidate_id: int
     last_epoch: int
     last_offset: int
+    candidate_directory: Any = None  # our directory id (KIP-853)
+    voter_directory: Any = None      # the directory our voter set holds for the voter asked
 
 
 def _by_topic(entries, key_of):
@@ -50,7 +54,8 @@ def vote_request(cluster_id: str, voter: int, asks: list[VoteAsk]) -> VoteReques
         VoteRequest.TopicData(topic_name=topic, partitions=[
             VoteRequest.PartitionData(partition_index=index, replica_epoch=a.epoch, replica_id=a.candidate_id,
                                       last_offset_epoch=a.last_epoch, last_offset=a.last_offset,
-                                      pre_vote=a.pre_vote)
+                                      pre_vote=a.pre_vote, replica_directory_id=a.candidate_directory or NIL,
+                                      voter_directory_id=a.voter_directory or NIL)
             for index, a in entries])
         for topic, entries in topics.items()])
 

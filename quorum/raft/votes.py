@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from .election_state import NO_NODE
 
+INVALID_VOTER_KEY = 125
+
 if TYPE_CHECKING:
     from .group import RaftGroup
 
@@ -27,9 +29,15 @@ class VoteAnswer:
 
 
 def answer_vote(group: RaftGroup, candidate: int, epoch: int, last_log_id: tuple[int, int], pre_vote: bool,
-                now_ms: int) -> tuple[int, bool]:
-    """(error code, granted). KIP-595 vote rules; KIP-996 pre-votes change nothing."""
-    if candidate not in group.voters or not group.is_voter:
+                now_ms: int, candidate_directory=None, voter_directory=None) -> tuple[int, bool]:
+    """(error code, granted). KIP-595 vote rules; KIP-996 pre-votes change nothing. KIP-853: a
+    request for another directory of this node (we replaced the disk it voted from) is
+    INVALID_VOTER_KEY; a candidate that is not a voter of our set (by id and directory) is refused."""
+    if voter_directory is not None and voter_directory != group.env.directory_id:
+        return INVALID_VOTER_KEY, False
+    voters = group.voter_set
+    if not voters.is_voter(candidate, candidate_directory) or not voters.is_voter(group.node_id,
+                                                                                  group.env.directory_id):
         return 0, False
     if epoch < group.epoch:
         return 74, False  # FENCED_LEADER_EPOCH: the answer carries our epoch and leader

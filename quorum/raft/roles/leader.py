@@ -94,5 +94,14 @@ class Leader(Role):
         if past_start and offset > group.partition.high_watermark:
             group.partition.set_high_watermark(offset)
             group.env.hw_moved(group)
+            if not group.is_voter and offset > group.voters_offset >= 0:
+                # Our own removal committed (KIP-853): hand over to the voters.
+                log.info("%s-%d: removed from the voters; resigning", *group.key)
+                group.resign(now_ms)
             return True
         return False
+
+    def voters_changed(self, group: RaftGroup, now_ms: int) -> None:
+        """We appended a VotersRecord: the new set counts for the HW at once."""
+        self.progress.set_voters(group.voters)
+        group.maybe_advance_hw(now_ms)

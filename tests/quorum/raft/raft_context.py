@@ -188,6 +188,7 @@ class RaftTestContext:
     def __init__(self, node: Node, store: MemoryElectionStore, log: MemoryLog, local_id: int, voters,
                  raft_config: RaftConfig, data_dir: str) -> None:
         self.node = node
+        self.other_nodes: set = set()  # nodes besides the voters whose requests are authenticated (observers)
         self.store = store
         self.log = log
         self.local_id = local_id
@@ -322,7 +323,8 @@ class RaftTestContext:
         self._correlation += 1
         header = m.RequestHeader(request_api_key=api_key, request_api_version=version,
                                  correlation_id=self._correlation, client_id=f"node-{source}")
-        return self.node.handle(header, request, self.now_ms, Peer(f"node-{source}:1", source if source in self.voters else None))
+        node = source if source in self.voters or source in self.other_nodes else None
+        return self.node.handle(header, request, self.now_ms, Peer(f"node-{source}:1", node))
 
     def deliver_request(self, request, api_key: int, version: int, source: int = 2):
         """The response to `request` from `source`; a parked answer is released after persisting."""
@@ -371,15 +373,18 @@ class RaftTestContext:
             leader_endpoints=[])
         return self.deliver_request(request, api.END_QUORUM_EPOCH, 1, source=leader_id).topics[0].partitions[0]
 
-    def deliver_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, epoch: int | None = None):
-        """A follower's (sessionless) Fetch of t-0; the partition's FetchResponse data."""
+    def deliver_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, epoch: int | None = None,
+                      directory=None):
+        """A follower's (sessionless) Fetch of t-0, from directory `directory` (KIP-853; default
+        none said); the partition's FetchResponse data."""
         request = m.FetchRequest(
             replica_id=replica_id, replica_state=m.FetchRequest.ReplicaState(replica_id=replica_id, replica_epoch=-1),
             max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
             topics=[m.FetchRequest.FetchTopic(topic=TOPIC, topic_id=TOPIC_ID, partitions=[
                 m.FetchRequest.FetchPartition(partition=0, current_leader_epoch=self.epoch if epoch is None else epoch,
                                               fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
-                                              log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                                              log_start_offset=-1, partition_max_bytes=1 << 20,
+                                              replica_directory_id=directory or uuid.UUID(int=0))])],
             forgotten_topics_data=[], rack_id="")
         response = self.deliver_request(request, api.FETCH, 17, source=replica_id)
         return response.responses[0].partitions[0]

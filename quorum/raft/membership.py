@@ -1,0 +1,90 @@
+"""Changing a group's voters on its leader (KIP-853), one voter at a time.
+
+A change is a VotersRecord the leader appends; it is in force from its offset on, committed or
+not, so the leader counts the new set for its HW at once. Kafka's rules:
+
+- only a leader whose epoch has committed an entry may change the set (the fix to Raft's
+  single-server change bug: a leader that just took over might still hold an uncommitted
+  change of an older epoch);
+- one change at a time: none while the newest VotersRecord is uncommitted;
+- a new voter must be caught up: an observer, fetching from the directory it is added with,
+  whose fetch offset has reached the HW;
+- a leader that removes itself keeps leading until the removal commits, then resigns.
+
+`propose_*` return (error code, offset of the VotersRecord): 0 and the offset when appended;
+the caller answers once the HW passes that offset.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .voter_set import Voter
+
+if TYPE_CHECKING:
+    from .group import RaftGroup
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7   # Kafka's answer while the leader cannot take a change yet: retry
+INVALID_REQUEST = 42
+DUPLICATE_VOTER = 126
+VOTER_NOT_FOUND = 127
+
+
+def change_blocked(group: RaftGroup) -> int:
+    """Why the leader cannot take a change now (0: it can)."""
+    if not group.is_leader:
+        return NOT_LEADER_OR_FOLLOWER
+    role = group.role
+    hw = group.partition.high_watermark
+    if hw <= role.epoch_start_offset:
+        return REQUEST_TIMED_OUT  # nothing of this epoch committed yet
+    if group.voters_offset >= hw and not group.env.bugs.two_voter_changes_at_once:
+        return REQUEST_TIMED_OUT  # the last change has not committed
+    return NONE
+
+
+def propose_add_voter(group: RaftGroup, voter: Voter, now_ms: int) -> tuple[int, int]:
+    blocked = change_blocked(group)
+    if blocked:
+        return blocked, -1
+    voters = group.voter_set
+    if voters.get(voter.node_id) is not None:
+        return DUPLICATE_VOTER, -1
+    if voter.directory_id is None:
+        return INVALID_REQUEST, -1
+    if not new_voter_caught_up(group, voter) and not group.env.bugs.voter_counted_before_caught_up:
+        return REQUEST_TIMED_OUT, -1
+    return NONE, _append(group, voters.with_voter(voter), now_ms)
+
+
+def propose_remove_voter(group: RaftGroup, node_id: int, directory_id, now_ms: int) -> tuple[int, int]:
+    blocked = change_blocked(group)
+    if blocked:
+        return blocked, -1
+    voters = group.voter_set
+    if not voters.is_voter(node_id, directory_id) or directory_id is None:
+        return VOTER_NOT_FOUND, -1
+    if len(voters.voters) == 1:
+        return INVALID_REQUEST, -1
+    return NONE, _append(group, voters.without(node_id, directory_id), now_ms)
+
+
+def new_voter_caught_up(group: RaftGroup, voter: Voter) -> bool:
+    """An observer fetching from `voter`'s directory whose fetch offset reached our HW."""
+    progress = group.role.progress
+    p = progress.observers.get(voter.node_id)
+    if p is None or group.env.follower_directory(voter.node_id) != voter.directory_id:
+        return False
+    return p.end_offset >= group.partition.high_watermark
+
+
+def _append(group: RaftGroup, new_set, now_ms: int) -> int:
+    offset = group.env.append_voters(group, new_set, now_ms)
+    log.info("%s-%d: voters %s from offset %d (leader %d, epoch %d)", *group.key, list(new_set.ids), offset,
+             group.node_id, group.epoch)
+    group.role.voters_changed(group, now_ms)
+    return offset
