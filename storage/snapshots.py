@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
 from ..protocol import messages
-from ..protocol.control_records import ControlType, build_control_batch, parse_control_record_key
+from ..protocol.control_records import ControlType, build_control_batch, control_record_key, parse_control_record_key
 from ..protocol.errors import CorruptRecordError
 from ..protocol.records import (BATCH_HEADER_SIZE, BatchHeader, Compression, build_batch, crc_ok,
                                      decode_records, parse_batch_header)
@@ -61,7 +61,10 @@ class SnapshotWriter:
     """Writes one snapshot to `<name>.part`; `freeze()` makes it durable and visible."""
 
     def __init__(self, directory, sid: SnapshotId, *, last_contained_log_timestamp: int,
-                 compression: int = Compression.NONE, max_batch_bytes: int = 1 << 20) -> None:
+                 compression: int = Compression.NONE, max_batch_bytes: int = 1 << 20,
+                 voters: bytes | None = None) -> None:
+        """`voters`: the VotersRecord in force at the snapshot's end offset (KIP-853), written
+        after the header with a KRaftVersionRecord, as Kafka writes them."""
         self.snapshot_id = sid
         self.path = os.path.join(os.fspath(directory), snapshot_filename(sid))
         self.part_path = self.path + ".part"
@@ -77,6 +80,12 @@ class SnapshotWriter:
             _control_value(messages.SnapshotHeaderRecord, version=0,
                            last_contained_log_timestamp=last_contained_log_timestamp),
             base_offset=self._take(1), timestamp=self._timestamp, leader_epoch=sid.epoch))
+        if voters is not None:
+            version = _control_value(messages.KRaftVersionRecord, version=0, k_raft_version=1)
+            self._write(build_batch([(control_record_key(ControlType.KRAFT_VERSION), version, None, self._timestamp),
+                                     (control_record_key(ControlType.KRAFT_VOTERS), bytes(voters), None,
+                                      self._timestamp)],
+                                    base_offset=self._take(2), partition_leader_epoch=sid.epoch, is_control=True))
 
     def _take(self, n: int) -> int:
         base = self._next_offset
@@ -236,6 +245,18 @@ class SnapshotReader:
         snapshot this way)."""
         return [(pos, header) for pos, header in self._batches[1:-1] if not header.is_control]
 
+    def voters_value(self) -> bytes | None:
+        """The VotersRecord (value bytes) the snapshot holds, if any (KIP-853)."""
+        view = memoryview(self._buf)
+        found = None
+        for pos, header in self._batches[1:-1]:
+            if not header.is_control:
+                continue
+            for record in decode_records(view[pos:pos + header.size], header):
+                if record.key is not None and parse_control_record_key(record.key)[1] == ControlType.KRAFT_VOTERS:
+                    found = bytes(record.value)
+        return found
+
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         view = memoryview(self._buf)
         for pos, header in self.data_batches():
@@ -377,6 +398,26 @@ class SnapshotStore:
 
     def reader(self, sid: SnapshotId) -> SnapshotReader:
         return SnapshotReader.open(self.path(sid))
+
+    def voters_value(self, sid: SnapshotId) -> bytes | None:
+        """The VotersRecord a (validated) snapshot holds, read from the control batch that
+        follows its header only: cheap enough for the event loop, whatever the snapshot's size."""
+        with open(self.path(sid), "rb") as f:
+            head = f.read(BATCH_HEADER_SIZE)
+            if len(head) < BATCH_HEADER_SIZE:
+                return None
+            f.seek(parse_batch_header(head).size)
+            head = f.read(BATCH_HEADER_SIZE)
+            if len(head) < BATCH_HEADER_SIZE:
+                return None
+            header = parse_batch_header(head)
+            if not header.is_control:
+                return None
+            batch = head + f.read(header.size - BATCH_HEADER_SIZE)
+        for record in decode_records(batch, header):
+            if record.key is not None and parse_control_record_key(record.key)[1] == ControlType.KRAFT_VOTERS:
+                return bytes(record.value)
+        return None
 
     def region(self, sid: SnapshotId, position: int, size: int) -> SnapshotRegion:
         mapped = self._mapped.get(sid)

@@ -39,6 +39,11 @@ class VoterSetCache:
     def latest(self) -> tuple[int, bytes] | None:
         return (self._offsets[-1], self._values[-1]) if self._offsets else None
 
+    def value_at(self, offset: int) -> bytes | None:
+        """The record in force at `offset` (the newest at or below it), or None."""
+        i = bisect.bisect_right(self._offsets, offset)
+        return self._values[i - 1] if i else None
+
     def entries(self) -> list[tuple[int, bytes]]:
         return list(zip(self._offsets, self._values))
 

@@ -107,6 +107,7 @@ class SnapshotCoordination:
         snapshots = partition.snapshots
         partition.log.truncate_fully_and_start_at(snapshot_id.end_offset)
         partition.log.epoch_cache.assign(snapshot_id.epoch, snapshot_id.end_offset)
+        snapshots.seed_voters(snapshot_id)
         snapshots.load(prepared)
         if snapshot_id.end_offset > partition.high_watermark:
             partition.set_high_watermark(snapshot_id.end_offset)

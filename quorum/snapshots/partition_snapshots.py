@@ -31,9 +31,11 @@ class SnapshotJob:
     done: bool = False
     bytes_at_start: int = 0  # the machine's log-byte counter when the snapshot's state was taken
     touched_since: set = field(default_factory=set)
+    voters: bytes | None = None  # the VotersRecord in force at the end offset (KIP-853)
 
     def run(self) -> None:
-        writer = self.store.writer(self.snapshot_id, last_contained_log_timestamp=self.last_contained_log_timestamp)
+        writer = self.store.writer(self.snapshot_id, last_contained_log_timestamp=self.last_contained_log_timestamp,
+                                   voters=self.voters)
         try:
             writer.append_many(self.items.items())
             writer.freeze()
@@ -72,8 +74,15 @@ class PartitionSnapshots:
             # A snapshot newer than the log: the log restarts at the snapshot (KIP-630).
             log.truncate_fully_and_start_at(latest.end_offset)
             log.epoch_cache.assign(latest.epoch, latest.end_offset)
+            self.seed_voters(latest)
             self.store.delete_older_than(latest)  # the earliest snapshot sits at the log start
         return removed
+
+    def seed_voters(self, snapshot_id) -> None:
+        """The log restarted at a snapshot's end: the voter set in force there is the snapshot's."""
+        voters = self.store.voters_value(snapshot_id)
+        if voters is not None:
+            self.partition.log.voter_sets.assign(snapshot_id.end_offset - 1, voters)
 
     def load(self, prepared=None) -> None:
         """The state from the latest snapshot (decoded already: `prepared`, a PreparedState);
@@ -113,7 +122,8 @@ class PartitionSnapshots:
         epoch = log.epoch_cache.epoch_for_offset(end - 1)
         job = SnapshotJob(key=self.partition.key, snapshot_id=SnapshotId(end, -1 if epoch is None else epoch),
                           items=machine.state.copy(), last_contained_log_timestamp=machine.last_timestamp,
-                          store=self.store, bytes_at_start=machine.bytes_applied)
+                          store=self.store, bytes_at_start=machine.bytes_applied,
+                          voters=log.voter_sets.value_at(end - 1))
         machine.recent = job.touched_since
         self.job = job
         self.requested = False

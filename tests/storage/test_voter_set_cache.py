@@ -120,3 +120,37 @@ def test_a_voters_value_is_what_the_batch_holds():
     value = control_value(messages.VotersRecord, A.to_record())
     record, end = messages.VotersRecord.decode(memoryview(value), 0, 0)
     assert end == len(value) and VoterSet.from_record(record) == A
+
+
+def test_a_snapshot_carries_the_voter_set_in_force_at_its_end(tmp_path):
+    from kraftd.quorum.snapshots.partition_snapshots import PartitionSnapshots
+    from kraftd.storage.snapshots import SnapshotId, SnapshotStore
+
+    log = FileLog(tmp_path / "t-0", segment_bytes=4096)
+    log.append_as_leader(voters_batch(A, 1, 0), leader_epoch=1, now_ms=0)  # A at 1
+    log.append_as_leader(_data(5), leader_epoch=1, now_ms=0)              # 2..6
+    log.append_as_leader(voters_batch(B, 1, 0, with_version=False), leader_epoch=1, now_ms=0)  # B at 7
+    store = SnapshotStore(tmp_path / "t-0")
+    value = log.voter_sets.value_at(7 - 1)  # a snapshot ending at 7 holds A, not B
+    writer = store.writer(SnapshotId(7, 1), last_contained_log_timestamp=0, voters=value)
+    writer.append_many([(b"k", b"v")])
+    writer.freeze()
+    with store.reader(SnapshotId(7, 1)) as reader:
+        assert list(reader.items()) == [(b"k", b"v")]  # the control batch is not data
+        assert reader.voters_value() == value
+    assert store.voters_value(SnapshotId(7, 1)) == value
+
+    class _Partition:
+        topic, index, key = "t", 0, ("t", 0)
+
+    # A log behind the snapshot restarts at its end, with the snapshot's voter set in force.
+    behind = FileLog(tmp_path / "u-0", segment_bytes=4096)
+    partition = _Partition()
+    partition.log = behind
+    snapshots = PartitionSnapshots(partition, SnapshotStore(tmp_path / "t-0"))
+    snapshots.recover()
+    assert behind.log_start_offset == 7 and _sets(behind) == [(6, A)]
+    plain = SnapshotStore(tmp_path / "p-0")
+    w = plain.writer(SnapshotId(3, 1), last_contained_log_timestamp=0)
+    w.freeze()
+    assert plain.voters_value(SnapshotId(3, 1)) is None
