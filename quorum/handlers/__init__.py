@@ -1,13 +1,13 @@
 """One module per RPC. Each exposes handle(ctx, header, request, now_ms, peer) -> Outcome."""
 from ...protocol import api
 
-from . import (allocate_producer_ids, alter_partition, alter_user_scram_credentials, api_versions,
+from . import (add_raft_voter, allocate_producer_ids, alter_partition, alter_user_scram_credentials, api_versions,
                begin_quorum_epoch, broker_registration, create_acls, create_topics, delete_acls, delete_groups,
                delete_records, delete_topics, describe_acls, describe_configs, describe_groups, describe_quorum,
                describe_user_scram_credentials, end_quorum_epoch, incremental_alter_configs,
                fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
-               offset_for_leader_epoch, produce, sync_group, vote)
+               offset_for_leader_epoch, produce, remove_raft_voter, sync_group, vote)
 
 HANDLERS = {
     api.API_VERSIONS: api_versions.handle,
@@ -25,6 +25,9 @@ HANDLERS = {
     api.BEGIN_QUORUM_EPOCH: begin_quorum_epoch.handle,
     api.END_QUORUM_EPOCH: end_quorum_epoch.handle,
     api.DESCRIBE_QUORUM: describe_quorum.handle,
+    # the metadata quorum's voters (KIP-853)
+    api.ADD_RAFT_VOTER: add_raft_voter.handle,
+    api.REMOVE_RAFT_VOTER: remove_raft_voter.handle,
     api.DELETE_TOPICS: delete_topics.handle,
     api.ALTER_PARTITION: alter_partition.handle,
     api.BROKER_REGISTRATION: broker_registration.handle,

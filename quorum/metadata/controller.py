@@ -152,17 +152,27 @@ class DelayedMetadataWrite:
         self.fail = fail                 # (ErrorCode) -> None: mark every result failed
         self.deadline_ms = deadline_ms
         self.on_done = on_done
+        self.epoch = controller.epoch
 
     def watch_keys(self):
         return [self.controller.partition.key]
 
     def try_complete(self, now_ms: int):
+        partition = self.controller.partition
+        if partition.high_watermark >= self.end_offset and self._ours_committed(partition):
+            # (also once we no longer lead: a leader that removed itself from the voters
+            # resigns as the removal commits, and the removal succeeded)
+            return self._done(now_ms)
         if not self.controller.active:
             self.fail(ErrorCode.NOT_CONTROLLER)
             return self._done(now_ms)
-        if self.controller.partition.high_watermark >= self.end_offset:
-            return self._done(now_ms)
         return None
+
+    def _ours_committed(self, partition) -> bool:
+        """What committed at our last offset was written in our epoch: ours (one leader per epoch)."""
+        if self.controller.active:
+            return True
+        return partition.log.epoch_cache.epoch_for_offset(self.end_offset - 1) == self.epoch
 
     def expire(self, now_ms: int):
         self.fail(ErrorCode.REQUEST_TIMED_OUT)

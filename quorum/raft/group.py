@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ...protocol import messages
 from .catch_up import FollowerCatchUp
 from .election_state import NO_NODE, ElectionState
 from .election_timing import ElectionTiming
 from .progress import ReplicaProgress
 from .roles import Candidate, Deleted, Follower, Leader, Prospective, Resigned, Role, Unattached, Voted
 from .transitions import check
-from .voter_set import VoterSet
+from .voter_set import LogVoters, VoterSet
 from .votes import VoteAnswer, answer_vote
 
 if TYPE_CHECKING:
@@ -35,10 +34,9 @@ class RaftGroup:
         self.env = env
         self.partition = partition
         self.key = partition.key
-        # The configured voters (--voters, or the partition's assignment); the log's newest
-        # VotersRecord, once there is one, replaces them (KIP-853: voter_set).
-        self.static_voters = VoterSet.static(voters)
-        self._decoded: tuple = (None, self.static_voters)  # (the log's latest (offset, value), its set)
+        # The configured voters (--voters, or the partition's assignment) until the log holds a
+        # VotersRecord (KIP-853).
+        self.log_voters = LogVoters(partition.log, VoterSet.static(voters))
         self.node_id = env.node_id
         self.state = state
         self.role: Role | None = None  # set by start()
@@ -54,25 +52,11 @@ class RaftGroup:
     # -- reading -------------------------------------------------------------------------
     @property
     def voter_set(self) -> VoterSet:
-        """The voters in force: the newest VotersRecord in the log, committed or not (Raft's
-        membership rule), else the configured ones."""
-        latest = self.partition.log.voter_sets.latest()
-        if latest is None:
-            return self.static_voters
-        if latest != self._decoded[0]:
-            record, _ = messages.VotersRecord.decode(memoryview(latest[1]), 0, 0)
-            self._decoded = (latest, VoterSet.from_record(record))
-        return self._decoded[1]
+        return self.log_voters.current()
 
     @property
     def voters(self) -> tuple[int, ...]:
-        return self.voter_set.ids
-
-    @property
-    def voters_offset(self) -> int:
-        """The offset of the VotersRecord in force; -1 for the configured voters."""
-        latest = self.partition.log.voter_sets.latest()
-        return -1 if latest is None else latest[0]
+        return self.log_voters.current().ids
 
     @property
     def epoch(self) -> int:

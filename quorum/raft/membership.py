@@ -42,7 +42,7 @@ def change_blocked(group: RaftGroup) -> int:
     hw = group.partition.high_watermark
     if hw <= role.epoch_start_offset:
         return REQUEST_TIMED_OUT  # nothing of this epoch committed yet
-    if group.voters_offset >= hw and not group.env.bugs.two_voter_changes_at_once:
+    if group.log_voters.offset() >= hw and not group.env.bugs.two_voter_changes_at_once:
         return REQUEST_TIMED_OUT  # the last change has not committed
     return NONE
 

@@ -131,7 +131,7 @@ class Replication:
     def append_voters(self, group: RaftGroup, voter_set, now_ms: int) -> int:
         """Append a VotersRecord as the group's leader; its offset (KIP-853)."""
         self.hooks.append_voters(group, voter_set, now_ms)
-        return group.voters_offset
+        return group.log_voters.offset()
 
     def follower_directory(self, replica_id: int):
         """The directory id a follower's fetches say (None: not heard)."""

@@ -146,6 +146,30 @@ def voter_set_in(batch_records) -> VoterSet | None:
     return found
 
 
+class LogVoters:
+    """A group's voters as its log says: the newest VotersRecord, committed or not (Raft's
+    membership rule), else the configured set. Decoded once per record."""
+
+    def __init__(self, log, static: VoterSet) -> None:
+        self.log = log
+        self.static = static
+        self._decoded: tuple = (None, static)  # (the log's latest (offset, value), its set)
+
+    def current(self) -> VoterSet:
+        latest = self.log.voter_sets.latest()
+        if latest is None:
+            return self.static
+        if latest != self._decoded[0]:
+            record, _ = messages.VotersRecord.decode(memoryview(latest[1]), 0, 0)
+            self._decoded = (latest, VoterSet.from_record(record))
+        return self._decoded[1]
+
+    def offset(self) -> int:
+        """The offset of the VotersRecord in force; -1 for the configured voters."""
+        latest = self.log.voter_sets.latest()
+        return -1 if latest is None else latest[0]
+
+
 class VoterSetHistory:
     """The voter sets a log holds, by the offset of their VotersRecord, above a static set (the
     configured voters, in force until the first record). Kafka's VoterSetHistory."""

@@ -94,7 +94,7 @@ class Leader(Role):
         if past_start and offset > group.partition.high_watermark:
             group.partition.set_high_watermark(offset)
             group.env.hw_moved(group)
-            if not group.is_voter and offset > group.voters_offset >= 0:
+            if not group.is_voter and offset > group.log_voters.offset() >= 0:
                 # Our own removal committed (KIP-853): hand over to the voters.
                 log.info("%s-%d: removed from the voters; resigning", *group.key)
                 group.resign(now_ms)

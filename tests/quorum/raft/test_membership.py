@@ -47,7 +47,7 @@ def test_a_caught_up_observer_is_added_and_counts_for_the_hw_at_once():
     ctx.deliver_fetch(4, ctx.log.log_end_offset, ctx.epoch, directory=D4)
     error, offset = propose_add_voter(group, Voter(4, D4), ctx.now_ms)
     assert error == 0 and offset == ctx.log.log_end_offset - 1
-    assert group.voters == (1, 2, 3, 4) and group.voters_offset == offset
+    assert group.voters == (1, 2, 3, 4) and group.log_voters.offset() == offset
     assert group.voter_set.get(4).directory_id == D4
     # One change at a time: the record has not committed.
     assert propose_remove_voter(group, 4, D4, ctx.now_ms) == (REQUEST_TIMED_OUT, -1)
@@ -109,7 +109,7 @@ def test_a_follower_takes_the_set_from_its_log_and_loses_it_to_a_truncation():
     ctx.log.append_as_follower(batch)
     assert group.voters == (1, 2, 3, 4) and group.is_voter
     ctx.log.truncate_to(end)
-    assert group.voters == (1, 2, 3) and group.voter_set == group.static_voters
+    assert group.voters == (1, 2, 3) and group.voter_set == group.log_voters.static
 
 
 @pytest.mark.parametrize("voter_directory, candidate_directory, granted, error", [
