@@ -21,6 +21,7 @@ from ...protocol.errors import ErrorCode
 from ..limits import capped_timeout
 from ..node_wiring import NodeStartup
 from ..outcomes import Park, Respond
+from ..raft.membership import maybe_record_voters
 from ..raft.progress import caught_up_until
 from .bootstrap_user import bootstrap_user_records
 from .controller import Controller
@@ -96,6 +97,7 @@ class MetadataPlane:
         """`led_groups()`: the data groups this node leads (called only when a report is due)."""
         self._controller_lifecycle(now_ms)
         if self.controller is not None:
+            maybe_record_voters(self.partition.raft, self.config.voters or {}, now_ms)
             self.controller.fence_silent_brokers(self._last_heard, self.node_id, now_ms)
             if self.config.bootstrap_user is not None:
                 records = bootstrap_user_records(self.config.bootstrap_user, self.controller.image, self.replication.rng)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .voter_set import Voter
+from .voter_set import Voter, VoterSet
 
 if TYPE_CHECKING:
     from .group import RaftGroup
@@ -71,6 +71,24 @@ def propose_remove_voter(group: RaftGroup, node_id: int, directory_id, now_ms: i
     if len(voters.voters) == 1:
         return INVALID_REQUEST, -1
     return NONE, _append(group, voters.without(node_id, directory_id), now_ms)
+
+
+def maybe_record_voters(group: RaftGroup, endpoints: dict, now_ms: int) -> bool:
+    """kraft.version 1 without an operator's step: once the leader knows the directory of every
+    configured voter (its own, and what each voter's fetches say), it writes them as the first
+    VotersRecord. From then on a voter is (node id, directory id): a node restarted on a new,
+    empty disk is not the voter it replaced, and cannot vote until it is added again."""
+    if group.log_voters.offset() >= 0 or change_blocked(group):
+        return False
+    voters = []
+    for v in group.log_voters.static.voters:
+        directory = group.env.directory_id if v.node_id == group.node_id else group.env.follower_directory(v.node_id)
+        if directory is None:
+            return False
+        host, port = endpoints.get(v.node_id, ("", 0))
+        voters.append(Voter(v.node_id, directory, host, port))
+    _append(group, VoterSet(tuple(voters)), now_ms)
+    return True
 
 
 def new_voter_caught_up(group: RaftGroup, voter: Voter) -> bool:

@@ -97,3 +97,68 @@ def test_a_replaced_disk_registers_a_new_directory_and_partitions_keep_the_old_o
     out = _describe(sim, answers, controller.id, 3)
     voters = {v.replica_id: v.replica_directory_id for v in out.topics[0].partitions[0].current_voters}
     assert voters[victim.id] == new and uuid.UUID(int=0) not in voters.values()
+
+
+def _metadata_group(sn):
+    return sn.node.plane.partition.raft
+
+
+def _change(sim, answers, node: int, correlation: int, kind: str, voter: int, directory):
+    if kind == "add":
+        request = m.AddRaftVoterRequest(cluster_id=None, timeout_ms=3000, voter_id=voter, voter_directory_id=directory,
+                                        listeners=[m.AddRaftVoterRequest.Listener(name="PLAINTEXT", host="sim",
+                                                                                  port=9092)])
+        key = api.ADD_RAFT_VOTER
+    else:
+        request = m.RemoveRaftVoterRequest(cluster_id=None, voter_id=voter, voter_directory_id=directory)
+        key = api.REMOVE_RAFT_VOTER
+    sim.send(Message(CLIENT, node, True, key, 0, correlation, request))
+    for _ in range(60):
+        sim.run_until(sim.now + 50)
+        if correlation in answers.by_correlation:
+            return answers.by_correlation[correlation]
+    pytest.fail(f"no answer to {kind} voter {voter}")
+
+
+def test_the_metadata_quorum_records_its_voters_with_their_directories():
+    sim, answers, controller = _cluster()
+    _settle(sim)
+    disks = {i: sn.disk.directory_id for i, sn in sim.nodes.items()}
+    for sn in sim.nodes.values():
+        group = _metadata_group(sn)
+        assert group.log_voters.offset() >= 0, f"node {sn.id}: no VotersRecord"
+        assert {v.node_id: v.directory_id for v in group.voter_set.voters} == disks
+        assert group.is_voter
+
+
+def test_a_replaced_disk_is_no_voter_until_removed_and_added_again():
+    sim, answers, controller = _cluster()
+    _settle(sim)
+    victim = next(sn for sn in sim.nodes.values() if sn.id != controller.id)
+    old = victim.disk.directory_id
+    victim.crash()
+    victim.lose_disk()
+    victim.boot()
+    new = victim.disk.directory_id
+    _settle(sim)
+    group = _metadata_group(victim)
+    assert group.voter_set.get(victim.id).directory_id == old
+    assert not group.is_voter and not group.may_stand
+    # Adding it while its old directory is a voter: the node is a voter already.
+    leader = _controller(sim)
+    out = _change(sim, answers, leader.id, 20, "add", victim.id, new)
+    assert out.error_code == 126, out  # DUPLICATE_VOTER
+    out = _change(sim, answers, leader.id, 21, "remove", victim.id, old)
+    assert out.error_code == 0, out
+    leader = _controller(sim)
+    assert victim.id not in _metadata_group(leader).voters
+    for correlation in range(22, 40):  # (REQUEST_TIMED_OUT until it has caught up: retry)
+        out = _change(sim, answers, leader.id, correlation, "add", victim.id, new)
+        if out.error_code != 7:
+            break
+        sim.run_until(sim.now + 200)
+    assert out.error_code == 0, out
+    _settle(sim)
+    for sn in sim.nodes.values():
+        assert _metadata_group(sn).voter_set.get(victim.id).directory_id == new
+    assert _metadata_group(victim).is_voter
