@@ -42,7 +42,9 @@ def register(subparsers) -> None:
     d.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per connection (default 30)")
     d.set_defaults(run=run_describe)
     from .force_leader import register as register_force_leader
+    from .quorum_voters import register as register_voter_changes
     register_force_leader(sub)
+    register_voter_changes(sub)
 
 
 def _topic_partition(value: str) -> tuple[str, int]:

@@ -58,9 +58,14 @@ def _describe(ctx, index: int, group, now_ms: int):
 
     wall_now = ctx.wall.at(now_ms)  # Kafka reports these as wall-clock times
     directories = ctx.replication.sessions.directories
+    voter_set = group.voter_set
 
-    def state(replica_id, p):
-        if replica_id == ctx.node_id:
+    def state(replica_id, p, voter: bool):
+        directory = directories.get(replica_id, _NONE)
+        if voter:  # the voter's key, where the quorum records it (KIP-853)
+            known = voter_set.get(replica_id)
+            directory = known.directory_id if known is not None and known.directory_id else directory
+        if replica_id == ctx.node_id and voter:
             return Response.ReplicaState(replica_id=replica_id, replica_directory_id=ctx.replication.directory_id,
                                          log_end_offset=leader_end, last_fetch_timestamp=wall_now,
                                          last_caught_up_timestamp=wall_now)
@@ -68,11 +73,11 @@ def _describe(ctx, index: int, group, now_ms: int):
         # not moved): it counts, and it was caught up then if that position is our log end.
         last_fetch = max(p.last_fetch_ms, group.session_fetch_ms(replica_id))
         caught_up = last_fetch if last_fetch >= 0 and p.end_offset >= leader_end else p.last_caught_up_ms
-        return Response.ReplicaState(replica_id=replica_id, replica_directory_id=directories.get(replica_id, _NONE),
+        return Response.ReplicaState(replica_id=replica_id, replica_directory_id=directory,
                                      log_end_offset=p.end_offset,
                                      last_fetch_timestamp=ctx.wall.of(last_fetch, now_ms),
                                      last_caught_up_timestamp=ctx.wall.of(caught_up, now_ms))
 
-    out.current_voters = [state(v, p) for v, p in sorted(progress.by_voter.items())]
-    out.observers = [state(v, p) for v, p in sorted(progress.observers.items())]
+    out.current_voters = [state(v, p, True) for v, p in sorted(progress.by_voter.items())]
+    out.observers = [state(v, p, False) for v, p in sorted(progress.observers.items())]
     return out

@@ -33,7 +33,7 @@ class ReplicaProgress:
             if v not in self.by_voter:
                 self.by_voter[v] = self.observers.pop(v, None) or VoterProgress()
         for v in [v for v in self.by_voter if v not in voters]:
-            self.observers[v] = self.by_voter.pop(v)
+            self.observers.setdefault(v, self.by_voter.pop(v))  # (the node on a new disk's, if it fetches)
         self.voters = voters
 
     def majority_offset(self, leader_durable: int) -> int:
@@ -43,9 +43,11 @@ class ReplicaProgress:
         return offsets[len(offsets) // 2]
 
     def record_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int,
-                     caught_up_until: int = -1) -> bool:
-        """A follower fetched from `fetch_offset`, which it has durably reached. True for voters."""
-        p = self.by_voter.get(replica_id)
+                     caught_up_until: int = -1, is_voter: bool = True) -> bool:
+        """A follower fetched from `fetch_offset`, which it has durably reached. True for voters.
+        `is_voter` False: a node with a voter's id fetching from another directory (a replaced
+        disk, KIP-853) counts as an observer, never as that voter."""
+        p = self.by_voter.get(replica_id) if is_voter else None
         voter = p is not None
         if p is None:
             p = self.observers.setdefault(replica_id, VoterProgress())

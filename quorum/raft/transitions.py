@@ -19,7 +19,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     (L, R): SAME, (L, U): HIGHER, (L, V): HIGHER, (L, F): HIGHER,
     # A follower told the leader resigned (EndQuorumEpoch) forgets it within the epoch.
     (F, U): ANY, (F, V): ANY, (F, P): SAME, (F, F): HIGHER,
-    (R, U): HIGHER, (R, V): HIGHER, (R, F): HIGHER, (R, P): SAME,
+    # A leader removed from the voters (KIP-853) waits within its epoch, as an observer, for the
+    # next leader (it keeps its vote for itself: Voted, which grants nobody else this epoch).
+    (R, U): ANY, (R, V): ANY, (R, F): HIGHER, (R, P): SAME,
 }
 
 

@@ -93,10 +93,15 @@ def test_a_replaced_disk_registers_a_new_directory_and_partitions_keep_the_old_o
     image = controller.node.plane.image
     assert image.brokers[victim.id].directory_id == new
     assert image.topic("d").partitions[0].directory_of(victim.id) == old
-    # The leader hears the new directory id in the replaced node's fetches.
-    out = _describe(sim, answers, controller.id, 3)
-    voters = {v.replica_id: v.replica_directory_id for v in out.topics[0].partitions[0].current_voters}
-    assert voters[victim.id] == new and uuid.UUID(int=0) not in voters.values()
+    # The voter is the old directory (the quorum recorded it); the leader hears the new one in
+    # the replaced node's fetches, and counts it as an observer.
+    leader = _controller(sim)
+    out = _describe(sim, answers, leader.id, 3)
+    p = out.topics[0].partitions[0]
+    voters = {v.replica_id: v.replica_directory_id for v in p.current_voters}
+    observers = {v.replica_id: v.replica_directory_id for v in p.observers}
+    assert voters[victim.id] == old and uuid.UUID(int=0) not in voters.values()
+    assert observers == {victim.id: new}
 
 
 def _metadata_group(sn):

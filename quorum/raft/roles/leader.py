@@ -82,8 +82,10 @@ class Leader(Role):
 
     def on_follower_fetch(self, group: RaftGroup, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         log_ = group.partition.log
+        voters = group.voter_set
+        is_voter = voters.is_voter(replica_id, group.env.follower_directory(replica_id))
         if self.progress.record_fetch(replica_id, fetch_offset, log_.log_end_offset, now_ms,
-                                      caught_up_until(log_, fetch_offset)):
+                                      caught_up_until(log_, fetch_offset), is_voter):
             self.unacknowledged.discard(replica_id)
             group.maybe_advance_hw(now_ms)
 

@@ -27,8 +27,11 @@ class Resigned(Role):
         return earliest(self.election_deadline_ms, self.resend_ms)
 
     def on_timer(self, group: RaftGroup, now_ms: int) -> bool:
-        if self.election_deadline_ms <= now_ms and group.may_stand:
-            group.become_prospective(now_ms)
+        if self.election_deadline_ms <= now_ms:
+            if group.may_stand:
+                group.become_prospective(now_ms)
+            else:  # removed from the voters (KIP-853): an observer now, looking for the leader
+                group.become_unattached(group.epoch, now_ms)
             return True
         if 0 < self.resend_ms <= now_ms:
             for v in sorted(self.unacknowledged):

@@ -156,3 +156,20 @@ def test_a_node_on_a_replaced_disk_is_not_its_voter_and_does_not_stand():
     ctx.clear_sent()
     ctx.advance(3 * ctx.election_timeout_ms)
     assert not ctx.sent(api.VOTE)
+
+
+def test_a_removed_leader_looks_for_the_new_leader_after_resigning():
+    """Found on real processes: a resigned leader that may not stand kept its past election
+    deadline, and its timer fired in a loop (the node spun and never shut down)."""
+    ctx = _leader()
+    _commit(ctx, 2, 3)
+    propose_remove_voter(ctx.group, 1, ctx.node.replication.directory_id, ctx.now_ms)
+    _commit(ctx, 2, 3)
+    assert ctx.role == "Resigned"
+    ctx.clear_sent()
+    ctx.advance(2 * ctx.election_timeout_ms)
+    assert ctx.group.timer_ms > ctx.now_ms or ctx.group.timer_ms < 0  # no deadline left in the past
+    ctx.advance(2 * ctx.election_timeout_ms)
+    assert ctx.role == "Follower" and ctx.group.leader_id in (2, 3)  # asks a voter who leads
+    assert {s.destination for s in ctx.sent(api.FETCH)} <= {2, 3}
+    assert not ctx.sent(api.VOTE)

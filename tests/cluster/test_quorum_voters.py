@@ -1,0 +1,114 @@
+"""Issue 25 items 1 and 2 on real processes: the metadata quorum's voters change online
+(`kraftd quorum add-voter` / `remove-voter`, AddRaftVoter and RemoveRaftVoter), the committed
+VotersRecord outlives restarts with the original command lines, and a voter whose disk was
+replaced (same node id, empty dir, no flag) is not a voter until removed and added again."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kraftd.storage.meta_properties import read_meta_properties, uuid_to_kafka
+from tests.cluster.support import describe_json, gauge, wait_cluster_ready
+from tests.support.cluster import KraftdCluster
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.clients
+
+
+def _quorum(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kraftd", "quorum", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _directory(cluster: KraftdCluster, i: int) -> str:
+    return uuid_to_kafka(read_meta_properties(Path(cluster.process(i).data_dir)).directory_id)
+
+
+def _voters(cluster: KraftdCluster) -> dict:
+    """{voter id: directory id} as the metadata leader's DescribeQuorum says (through any node)."""
+    bootstrap = ",".join(cluster.node(i) for i in cluster.running())
+    try:
+        d = describe_json(bootstrap)
+    except AssertionError:  # no leader right now (an election after a change)
+        return None
+    return {v["replicaId"]: v["directoryId"] for v in d["voters"]}
+
+
+def _leader(cluster: KraftdCluster, i: int) -> int:
+    try:
+        return int(gauge(cluster, i, "kraftd_metadata_leader_id"))
+    except Exception:  # noqa: BLE001 - a node between elections may not answer
+        return -2
+
+
+def test_add_and_remove_voters_online_and_restart_with_the_original_command_lines(tmp_path):
+    with KraftdCluster(tmp_path, nodes=4, voter_ids=[1, 2, 3]) as cluster:
+        wait_cluster_ready(cluster, 30)
+        dirs = {i: _directory(cluster, i) for i in cluster.ids}
+        # The quorum recorded its voters with their directories on its own.
+        wait_until(lambda: _voters(cluster) == {i: dirs[i] for i in (1, 2, 3)}, 20,
+                   "the voters with their directory ids")
+
+        out = _quorum("add-voter", "--bootstrap-server", cluster.node(2), "--node-id", "4")
+        assert out.returncode == 0, out.stderr
+        assert f"node 4 (directory {dirs[4]}) is a voter" in out.stdout
+        assert wait_until(lambda: _voters(cluster), 10, "a description") == dirs
+        again = _quorum("add-voter", "--bootstrap-server", cluster.node(2), "--node-id", "4")
+        assert again.returncode == 1 and "is a voter already" in again.stderr
+
+        out = _quorum("remove-voter", "--bootstrap-server", cluster.node(3), "--node-id", "1")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: _voters(cluster) == {i: dirs[i] for i in (2, 3, 4)}, 20, "voters 2, 3, 4")
+        wait_until(lambda: _leader(cluster, 2) in (2, 3, 4), 20, "a leader among the voters")
+
+        # Every node restarts with its original command line (--voters 1,2,3): the log's set wins.
+        for i in cluster.ids:
+            cluster.restart(i)
+        wait_cluster_ready(cluster, 60)
+        assert wait_until(lambda: _voters(cluster), 10, "a description") == {i: dirs[i] for i in (2, 3, 4)}
+        # Node 1 is no voter: with it and one voter down, the other two still elect.
+        cluster.kill(1)
+        cluster.kill(2)
+        wait_until(lambda: _leader(cluster, 3) in (3, 4), 30, "a leader among 3 and 4")
+
+
+def test_a_replaced_disk_is_no_voter_until_removed_and_added_again(tmp_path):
+    with KraftdCluster(tmp_path, nodes=3) as cluster:
+        wait_cluster_ready(cluster, 30)
+        dirs = {i: _directory(cluster, i) for i in cluster.ids}
+        wait_until(lambda: _voters(cluster) == dirs, 20, "the voters with their directory ids")
+        leader = _leader(cluster, 1)
+        victim = next(i for i in cluster.ids if i != leader)
+        other = next(i for i in cluster.ids if i not in (leader, victim))
+
+        cluster.kill(victim)
+        shutil.rmtree(cluster.process(victim).data_dir)
+        cluster.start(victim)  # same node id, empty dir, no flag
+        new = wait_until(lambda: (Path(cluster.process(victim).data_dir) / "meta.properties").exists()
+                         and _directory(cluster, victim), 20, "the new dir's identity")
+        assert new != dirs[victim]
+        wait_until(lambda: any(o["replicaId"] == victim and o["directoryId"] == new
+                               for o in describe_json(cluster.node(leader))["observers"]), 20,
+                   "the replaced node fetching as an observer")
+        assert wait_until(lambda: _voters(cluster), 10, "a description") == dirs  # the old directory votes
+
+        # With the leader gone, the replaced node and the other voter cannot elect anyone:
+        # the replaced node is no voter, and one voter of three is no majority.
+        cluster.kill(leader)
+        for _ in range(12):
+            assert _leader(cluster, other) not in (other, victim), cluster.logs(other, tail=20)
+            time.sleep(0.5)
+        cluster.start(leader)
+        wait_cluster_ready(cluster, 60)
+
+        out = _quorum("remove-voter", "--bootstrap-server", cluster.node(other), "--node-id", str(victim),
+                      "--directory-id", dirs[victim])
+        assert out.returncode == 0, out.stderr
+        out = _quorum("add-voter", "--bootstrap-server", cluster.node(other), "--node-id", str(victim))
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: _voters(cluster) == {**dirs, victim: new}, 20, "the new directory as the voter")
