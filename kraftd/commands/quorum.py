@@ -17,6 +17,7 @@ advertised address. The default partition is the metadata quorum's, `__cluster_m
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from dataclasses import dataclass
@@ -42,9 +43,10 @@ def register(subparsers) -> None:
     d.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per connection (default 30)")
     d.set_defaults(run=run_describe)
     from .force_leader import register as register_force_leader
-    from .quorum_voters import register as register_voter_changes
     register_force_leader(sub)
-    register_voter_changes(sub)
+    # add-voter/remove-voter build on this module's describe(): loaded by name, as kraftd/cli.py
+    # loads the commands (a static import both ways would be a cycle).
+    importlib.import_module("kraftd.commands.quorum_voters").register(sub)
 
 
 def _topic_partition(value: str) -> tuple[str, int]:

@@ -15,11 +15,12 @@ class ElectionTiming:
 
     def election_deadline(self, now_ms: int) -> int:
         group = self.group
-        if not group.is_voter:
-            # An observer never stands; this deadline is when it next looks for the leader.
-            return now_ms + group.env.config.retry_backoff_ms
         if not group.may_stand:
-            return -1
+            # An observer, or a voter that may not vote yet (a replaced disk catching up), never
+            # stands; this deadline is when it next looks for the leader. (Waiting for the
+            # leader's BeginQuorumEpoch is not enough: the leader may no longer count this
+            # node's directory among its voters, KIP-853.)
+            return now_ms + group.env.config.retry_backoff_ms
         if group.voters == (group.node_id,):
             return now_ms  # a group of one: nobody to wait for
         return self.round_deadline(now_ms)

@@ -180,6 +180,8 @@ def apply_partition(group, data, stream: FetchStream, now_ms: int, env) -> bool:
         return True
     if error != 0:
         return False
+    if getattr(group.role, "probing", False):
+        group.role.confirm(group)  # (only the leader answers a follower's fetch)
     log_ = group.partition.log
     if data.diverging_epoch.end_offset >= 0 or data.diverging_epoch.epoch >= 0:
         # KIP-595 divergence: truncate to where our logs agree.

@@ -172,12 +172,13 @@ class RaftGroup:
         else:
             self._become(Unattached(epoch, deadline), ElectionState(epoch, NO_NODE, NO_NODE, s.may_vote), now_ms)
 
-    def become_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
+    def become_follower(self, epoch: int, leader_id: int, now_ms: int, probing: bool = False) -> None:
         s = self.state
         voted = s.voted_id if epoch == s.epoch else NO_NODE
-        role = Follower(epoch, leader_id, now_ms + self.env.config.fetch_timeout_ms, now_ms)
+        role = Follower(epoch, leader_id, now_ms + self.env.config.fetch_timeout_ms, now_ms, probing)
         self.election_started_ms = -1
-        self._become(role, ElectionState(epoch, leader_id, voted, s.may_vote), now_ms)
+        # (a probe is a guess: never recorded, nor named to others, as the leader)
+        self._become(role, ElectionState(epoch, NO_NODE if probing else leader_id, voted, s.may_vote), now_ms)
 
     def become_voted(self, candidate: int, epoch: int, now_ms: int) -> None:
         s = self.state
@@ -188,8 +189,11 @@ class RaftGroup:
         """An observer (not a voter: a broker outside the metadata quorum) finds the leader by
         fetching from the voters in turn: a voter that does not lead answers
         NOT_LEADER_OR_FOLLOWER naming the leader it knows, and we follow that one."""
+        others = [v for v in self.voters if v != self.node_id]
+        if not others:
+            return
         self.discovery_probe += 1
-        self.become_follower(self.epoch, self.voters[self.discovery_probe % len(self.voters)], now_ms)
+        self.become_follower(self.epoch, others[self.discovery_probe % len(others)], now_ms, probing=True)
 
     def become_prospective(self, now_ms: int) -> None:
         lost = self.role.followed_leader

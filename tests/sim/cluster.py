@@ -179,6 +179,8 @@ class Simulation:
             self.coverage["small-size seeds"] += 1
         self.disks_made = 0
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
+        self._metadata_voter_sets = [tuple(self.nodes)]
+        self._last_voter_set = None
         self.coverage["drifting clocks"] = sum(sn.clock_rate != 1.0 for sn in self.nodes.values())
         self.topics = []
         self.topic_configs: dict = {}
@@ -223,11 +225,34 @@ class Simulation:
         """A group's voters: the seed's placement, all nodes for the metadata, else (a topic an
         admin created through the controller) the replicas the image names; () once deleted."""
         if topic == METADATA_TOPIC:
-            return tuple(self.nodes)
+            return self.metadata_voters()
         for t, _, a in self.topics:
             if t == topic:
                 return a[0]
         return self.admin_topics().get(topic, ())
+
+    def metadata_voters(self) -> tuple:
+        """Every voter of the sets the metadata quorum's newest leader may have committed its HW
+        under (`metadata_voter_sets`)."""
+        return tuple(sorted({v for voters in self.metadata_voter_sets() for v in voters}))
+
+    def metadata_voter_sets(self, hw: int | None = None) -> list:
+        """The voter sets a HW (default: the newest leader's) may have moved under (KIP-853):
+        the one in force at it, and the newest in the newest leader's log (at most one change
+        is in flight); the last seen while no node leads."""
+        from .membership import metadata_leader
+
+        leader = metadata_leader(self)
+        if leader is not None:
+            log = leader.partition.log
+            hw = leader.partition.high_watermark if hw is None else hw
+            value = log.voter_sets.value_at(hw - 1)
+            sets = [leader.voters]
+            if value is not None:
+                record, _ = m.VotersRecord.decode(memoryview(value), 0, 0)
+                sets.append(tuple(sorted(v.voter_id for v in record.voters)))
+            self._metadata_voter_sets = sets
+        return self._metadata_voter_sets
 
     def admin_topics(self) -> dict:
         """Topics created through the controller and not deleted: name -> replicas (any image)."""
@@ -570,7 +595,7 @@ class Simulation:
             self.touched.add(node_id)
         if sn.step.persisting:
             self.coverage["crashes while persisting"] += 1
-        if lose_disk and any(other.rejoining for other in self.nodes.values()):
+        if lose_disk and (any(other.rejoining for other in self.nodes.values()) or not self._quorum_spares_a_disk()):
             lose_disk = False  # one replaced disk at a time: an earlier rejoin has not completed
         if lose_disk:
             sn.lose_disk()
@@ -582,6 +607,21 @@ class Simulation:
             if not logged:
                 self.log_fault(f"node {node_id} crashes")
         self.at(self.now + (self.rates.down_ms if down_ms is None else down_ms), "restart", node_id, lose_disk)
+
+    def _quorum_spares_a_disk(self) -> bool:
+        """The metadata quorum can lose a voter's disk for good: three voters or more, each on
+        the disk it was recorded with (a replaced one re-keyed already: KIP-853). The fault
+        model loses one disk at a time, as the operator replaces it before the next loss."""
+        from .membership import metadata_leader
+
+        leader = metadata_leader(self)
+        if leader is not None and leader.log_voters.offset() >= 0:
+            self._last_voter_set = leader.voter_set  # (while no node leads: the last one seen)
+        if self._last_voter_set is None:
+            return True  # the configured voters, every node
+        voters = self._last_voter_set.voters
+        return len(voters) >= 3 and all(v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
+                                        for v in voters)
 
     def _on_restart(self, node_id: int, rejoining: bool) -> None:
         sn = self.nodes[node_id]

@@ -209,6 +209,8 @@ class Invariants:
         self._ids: dict = {}             # topic -> its topic id, likewise
         self.compacted_checks = 0        # replicas whose latest values were compared (coverage)
         self.cleaned_to: dict = {}       # compacted group -> the furthest any replica's cleaner reached
+        from .membership import MembershipChecks  # (it imports this module)
+        self.membership = MembershipChecks()      # groups whose voters are dynamic (KIP-853)
 
     def __call__(self, sim) -> None:
         self.checked += 1
@@ -234,6 +236,8 @@ class Invariants:
                 self.leader_hw[(sn.id, g, group.epoch)] = hw
                 self._commit_rule(sn, g, group, hw)
                 self._note_commit(sim, g, group)
+                if group.log_voters.offset() >= 0:
+                    self.membership.check(sim, sn, g, group)
             self._followers_behind_leaders(sn)
             if sim.compacted:
                 self._note_cleaning(sn, sim.compacted)
@@ -362,32 +366,45 @@ class Invariants:
             voters = sim.voters_of(g[0])
             if not voters or self.history_upto.get(g) is None or sim.topic_id_of(g[0]) != g[2]:
                 continue  # (a deleted topic)
-            logs = []
-            abstaining = 0
-            compacted = g[0] in sim.compacted
-            for v in voters:
-                if _abstains(sim.nodes[v], g):
-                    abstaining += 1
-                    continue
-                log = _log_of(sim.nodes[v].disk, g)
-                if log is not None:
-                    durable = min(log.flushed_offset, log.log_end_offset)
-                    start = log.log_start_offset
-                    held = {b[0]: (b[1], b[2], b[3]) for b in _batches(log, start, durable)}
-                    # (compacted: which batch holds each offset, to tell a batch cleaned away
-                    # from one another batch replaced)
-                    at = {o: base for base, b in held.items() for o in range(base, b[0] + 1)} if compacted else None
-                    logs.append((start, held, durable, at))
-            for base, batch in history.items():
-                if compacted:  # held as the cleaner left it: same offsets and epoch, or cleaned away
-                    holding = abstaining + sum(1 for start, held, durable, at in logs if start > base or (
-                        durable > batch[0] and at.get(base, base) == base
-                        and (base not in held or held[base][0::2] == batch[0::2])))
-                else:
-                    holding = abstaining + sum(1 for start, held, _, _ in logs if start > base or held.get(base) == batch)
-                if holding * 2 <= len(voters):
-                    raise Violation(f"{g}: committed batch {base}..{batch[0]} (epoch {batch[2]}) is durable on only "
-                                    f"{holding} of {len(voters)} voters")
+            if g[0] == METADATA_TOPIC:  # a majority of one of the sets the HW may be under (KIP-853)
+                sets = sim.metadata_voter_sets()
+                errors = [self._history_on(sim, g, history, c) for c in sets]
+                if all(errors):
+                    raise Violation(errors[0])
+                continue
+            error = self._history_on(sim, g, history, voters)
+            if error:
+                raise Violation(error)
+
+    def _history_on(self, sim, g, history, voters) -> str | None:
+        """What in `history` is not durable on a majority of `voters` (None: all of it is)."""
+        logs = []
+        abstaining = 0
+        compacted = g[0] in sim.compacted
+        for v in voters:
+            if _abstains(sim.nodes[v], g):
+                abstaining += 1
+                continue
+            log = _log_of(sim.nodes[v].disk, g)
+            if log is not None:
+                durable = min(log.flushed_offset, log.log_end_offset)
+                start = log.log_start_offset
+                held = {b[0]: (b[1], b[2], b[3]) for b in _batches(log, start, durable)}
+                # (compacted: which batch holds each offset, to tell a batch cleaned away
+                # from one another batch replaced)
+                at = {o: base for base, b in held.items() for o in range(base, b[0] + 1)} if compacted else None
+                logs.append((start, held, durable, at))
+        for base, batch in history.items():
+            if compacted:  # held as the cleaner left it: same offsets and epoch, or cleaned away
+                holding = abstaining + sum(1 for start, held, durable, at in logs if start > base or (
+                    durable > batch[0] and at.get(base, base) == base
+                    and (base not in held or held[base][0::2] == batch[0::2])))
+            else:
+                holding = abstaining + sum(1 for start, held, _, _ in logs if start > base or held.get(base) == batch)
+            if holding * 2 <= len(voters):
+                return (f"{g}: committed batch {base}..{batch[0]} (epoch {batch[2]}) is durable on only "
+                        f"{holding} of {len(voters)} voters {tuple(voters)}")
+        return None
 
     def _snapshots_sit_at_log_start(self, sn) -> None:
         """KIP-630: once the log start has moved, the earliest snapshot sits exactly there; and
@@ -428,7 +445,8 @@ class Invariants:
         if admin != self._admin_seen:
             self._admin_seen, self._voters, self._ids = admin, {}, {}
         for g, (hw, batch) in self.committed.items():
-            voters = self._voters_of(sim, g[0])
+            sets = sim.metadata_voter_sets(hw) if g[0] == METADATA_TOPIC else None
+            voters = tuple(sorted({v for c in sets for v in c})) if sets else self._voters_of(sim, g[0])
             if not voters or self._ids.setdefault(g[0], sim.topic_id_of(g[0])) != g[2]:
                 continue  # a deleted topic
             known = self._majority.get(g)
@@ -444,8 +462,11 @@ class Invariants:
                         changed = True
                 if not changed:
                     continue
+            if g[0] == METADATA_TOPIC:  # on a majority of one of the sets it may have committed under
+                if any(sum(holds.get(v, False) for v in c) * 2 > len(c) for c in sets):
+                    continue
             holding = sum(holds.values())
-            if holding * 2 <= len(voters):
+            if g[0] == METADATA_TOPIC or holding * 2 <= len(voters):
                 raise Violation(f"{g}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
                                 f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], g) for v in voters))
 

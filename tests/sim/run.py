@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
 import logging
 import random
 import sys
@@ -20,6 +21,7 @@ from kraftd.storage.background_writes import background_writes
 from .cluster import Simulation
 from .faults import DISK_LOSSES_MAX, FaultRates
 from .invariants import Invariants, Violation
+from .membership import VoterOperator
 from .workload import Admin, Consumer, PipelinedProducer, Producer
 
 SAFETY_MS = 12_000
@@ -62,8 +64,13 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     groups = shape_rng.randint(1, 4)
     rates = FaultRates.draw(shape_rng)
     if crash_after_vote is not None:
-        import dataclasses
         rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
+    # Half the seeds change the metadata quorum's voters as they run (KIP-853), drawn from a
+    # generator of their own so that the seeds' other draws stay as they were.
+    membership_rng = random.Random(seed * 31 + 7)
+    operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
+    if operators and not rates.disk_loss and membership_rng.random() < 0.5:
+        rates = dataclasses.replace(rates, disk_loss=True)  # replaced disks to re-key
     # Storage's background writes run at once: what a crash leaves must not depend on a thread.
     writes = background_writes()
     inline_before, writes.inline = writes.inline, True
@@ -86,9 +93,11 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     admin = Admin("admin", random.Random(seed + 4), replication_factor=min(3, nodes))
     try:
         sim.boot_all()
-        for p in producers + [consumer, admin]:
+        for p in producers + [consumer, admin] + operators:
             sim.clients[p.name] = p
             sim.at(200, "client", p.name)
+        if operators:
+            sim.coverage["membership seeds"] += 1
         _schedule_faults(sim, rates, safety_ms)
         sim.run_until(safety_ms)
         # Liveness: heal everything, bring every node back, stop producing new records.
@@ -96,7 +105,6 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         sim.network.faults_off()
         sim.faults_on = False  # no protocol-moment crashes, no pauses
         if sim.rates.crash_after_vote:
-            import dataclasses
             sim.rates = dataclasses.replace(sim.rates, crash_after_vote=0.0)  # buggify ends with the faults
         sim.log_fault("liveness phase: network healed, faults off")
         for sn in sim.nodes.values():
@@ -106,6 +114,8 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
             p.active = False
         consumer.active = False
         admin.active = False
+        for operator in operators:
+            operator.active = False
         deadline = sim.now + liveness_ms
         while sim.now < deadline:
             sim.run_until(sim.now + 250)
@@ -250,6 +260,7 @@ COVERAGE_REQUIRED = (
     "moment:new-leader", "moment:appended-unflushed", "moment:persist-pending", "moment:hw-advanced",
     "compacted seeds", "cleaning passes", "tombstones cleaned away", "compacted state checks",
     "crashes in a cleaning swap", "follower appends across a gap",
+    "membership seeds", "voter changes", "voters added", "voters removed", "replaced disks re-keyed",
 )
 
 

@@ -35,6 +35,8 @@ BUG_BUDGET = {
     "recovery_keeps_torn_batch": 300,    # FileLog recovery keeps a batch whose CRC fails
     "cleaner_passes_high_watermark": 150,  # the log cleaner cleans uncommitted records too
     "cleaner_drops_latest_value": 150,     # the log cleaner drops a key's latest record (off by one)
+    "two_voter_changes_at_once": 150,      # KIP-853: a second voter change before the first commits
+    "voter_counted_before_caught_up": 150,  # KIP-853: a voter added before it has caught up
 }
 # A lost vote shows only if the voter crashes between answering and the write: that bug is hunted
 # with the profile that crashes a node right after it grants a vote (9 times in 10).

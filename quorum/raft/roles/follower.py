@@ -5,6 +5,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..election_state import ElectionState
 from .base import Role
 
 if TYPE_CHECKING:
@@ -19,11 +20,23 @@ class Follower(Role):
     leader_id: int
     fetch_deadline_ms: int
     since_ms: int = -1   # when this role began: a pre-vote is refused only after a fetch since then
+    probing: bool = False  # an observer asking a voter who leads (it may not lead itself)
     name = "Follower"
 
     @property
     def followed_leader(self) -> int | None:
         return self.leader_id
+
+    @property
+    def names_leader(self) -> bool:  # a probe is a guess, not a leader to name to others
+        return not self.probing
+
+    def confirm(self, group: RaftGroup) -> None:
+        """The voter we probed answered our fetch: it leads this epoch (one leader per epoch)."""
+        self.probing = False
+        s = group.state
+        group.state = ElectionState(s.epoch, self.leader_id, s.voted_id, s.may_vote)
+        group.env.persist(group)
 
     def deadline_ms(self) -> int:
         return self.fetch_deadline_ms
@@ -61,7 +74,12 @@ class Follower(Role):
                 and not env.leader_unreachable(self.leader_id, now_ms))
 
     def on_begin_epoch(self, group: RaftGroup, leader_id: int, epoch: int, now_ms: int) -> int:
-        if leader_id != self.leader_id or epoch != group.epoch:
+        if self.probing and epoch == group.epoch and leader_id != self.leader_id:
+            # The voter we asked is not the leader; the leader told us itself (an observer that
+            # was a voter, or is on a replaced disk, still hears BeginQuorumEpoch).
+            group.become_unattached(epoch, now_ms)
+            group.become_follower(epoch, leader_id, now_ms)
+        elif leader_id != self.leader_id or epoch != group.epoch:
             group.become_follower(epoch, leader_id, now_ms)
         return 0
 

@@ -24,10 +24,9 @@ class Waiting(Role):
         if 0 <= self.election_deadline_ms <= now_ms:
             if group.may_stand:
                 group.become_prospective(now_ms)
-                return True
-            if not group.is_voter:
+            else:
                 group.discover_leader(now_ms)
-                return True
+            return True
         return False
 
     def accepts_leader(self, leader_id: int) -> bool:
