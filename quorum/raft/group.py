@@ -186,14 +186,12 @@ class RaftGroup:
                      ElectionState(epoch, NO_NODE, candidate, s.may_vote), now_ms)
 
     def discover_leader(self, now_ms: int) -> None:
-        """An observer (not a voter: a broker outside the metadata quorum) finds the leader by
-        fetching from the voters in turn: a voter that does not lead answers
-        NOT_LEADER_OR_FOLLOWER naming the leader it knows, and we follow that one."""
+        """A replica that may not stand (an observer, or a voter catching up) asks the other
+        voters in turn: one that does not lead answers NOT_LEADER_OR_FOLLOWER naming the leader."""
         others = [v for v in self.voters if v != self.node_id]
-        if not others:
-            return
-        self.discovery_probe += 1
-        self.become_follower(self.epoch, others[self.discovery_probe % len(others)], now_ms, probing=True)
+        if others:
+            self.discovery_probe += 1
+            self.become_follower(self.epoch, others[self.discovery_probe % len(others)], now_ms, probing=True)
 
     def become_prospective(self, now_ms: int) -> None:
         lost = self.role.followed_leader
