@@ -187,8 +187,8 @@ class Settings(BaseSettings):
     # file's contents are stripped of surrounding whitespace.
     cluster_secret: SecretStr | None = None
     cluster_secret_file: str | None = None
-    # This (empty) data dir replaces a voter's lost one: its groups with a history vote only once
-    # caught up (README, "Replacing a lost disk"). Like etcd's --initial-cluster-state=existing.
+    # No longer needed, and does nothing but log a warning: directory ids (meta.properties) tell a
+    # replaced disk from the voter it replaced (README, "Replacing a lost disk").
     rejoin: bool = False
     replica_lag_time_max_ms: int = Field(30_000, gt=0)
     # Raft timing of every group (the metadata quorum's and each partition's): Kafka's

@@ -43,6 +43,9 @@ class Hosting:
         self._journal = journal  # the fetch sessions' change journal
         self._stored_states = storage.election_store.load()
         self._floor_memo: int | None = None
+        # Partitions the image placed on another directory of this node (KIP-858 Directories):
+        # this data dir replaced a lost one, and their groups have a history to catch up with.
+        self._placed_elsewhere: set = set()
         self.started = False
         self.plane = None  # the MetadataPlane in a cluster
         self.topics = TopicRegistry(config, storage.catalog, storage.open_log, self._make_partition)
@@ -103,7 +106,11 @@ class Hosting:
             if len(voters) == 1:
                 floor = self.leader_epoch_floor()
                 epoch = max(floor - 1, 0) if self.started else floor
-            stored = ElectionState(epoch, may_vote=not self.rejoining)
+            replaced = partition.key in self._placed_elsewhere
+            if replaced:
+                log.warning("%s-%d: placed on another directory of this node: this data dir replaced a lost "
+                            "one; no vote until caught up", *partition.key)
+            stored = ElectionState(epoch, may_vote=not (self.rejoining or replaced))
         self._replication.add_group(partition, voters, stored, now_ms, persist_now=fresh)
         partition.raft = self._replication.groups[partition.key]
         if fresh and self.plane is not None and voters[0] == self.config.node_id and topic != METADATA_TOPIC:
@@ -255,6 +262,9 @@ class Hosting:
             if stale is not None and stale.name != METADATA_TOPIC:
                 self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
             assignments = [info.partitions[i].replicas for i in range(len(info.partitions))]
+            mine = self._replication.directory_id
+            self._placed_elsewhere |= {(info.name, i) for i, p in info.partitions.items()
+                                       if p.directory_of(me) not in (None, mine)}
             self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms)
             changed = True
         if changed:  # (a file write: only when what we host changed)

@@ -42,7 +42,7 @@ class NodeConfig:
     # "acks_all": acks=-1 is answered after fsync, the rest is fsynced by group commit.
     # "always": every produce waits for fsync. "never": leave it to the OS (HW = LEO at once).
     fsync_policy: str = "acks_all"
-    rejoin: bool = False  # this empty data dir replaces a lost one (storage/rejoin_marker.py)
+    rejoin: bool = False  # no longer used: directory ids (storage/meta_properties.py) replace it
     flush_interval_ms: int = 100
     replica_fetch_response_max_bytes: int = 10 * MIB
     fetch_max_wait_cap_ms: int = 30_000

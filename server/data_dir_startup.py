@@ -7,7 +7,8 @@
   in an unclean recovery: its logs may hold records the new leaders never had, so it sets its
   whole data dir aside (`discarded-<ms>/`, nothing deleted) and starts empty, under the
   disk-loss rule, as a broker. Any other change of the voter set is refused, as before.
-- It reads the rejoin marker (`--rejoin`) and a pending `forced-recovery.json`.
+- It reads the rejoin marker (left by an older kraftd's `--rejoin`, or by a set-aside below) and
+  a pending `forced-recovery.json`. `--rejoin` itself does nothing any more (directory ids).
 - It reads the dir's identity (`meta.properties`: node id, directory id), writing one with a
   new directory id if the dir has none, and refuses a dir that belongs to another node.
 """
@@ -45,7 +46,12 @@ def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
     lock = DataDirLock(data_dir).acquire()
     try:
         moved = None
-        rejoin = config.rejoin and config.clustered
+        rejoin = False
+        if config.rejoin:
+            log.warning("--rejoin (KRAFTD_REJOIN) is no longer needed and does nothing: a data dir has a "
+                        "directory id (meta.properties), so the quorum tells a replaced disk from the voter it "
+                        "replaced, and a partition placed on the lost disk catches up before this node votes "
+                        "in it (README, \"Replacing a lost disk\")")
         if config.clustered:
             metadata = TopicCatalog(data_dir).get(METADATA_TOPIC)
             remembered = tuple(sorted(metadata.assignments[0])) if metadata and metadata.assignments else None

@@ -85,7 +85,7 @@ def test_a_lost_voter_sets_its_data_aside_and_any_other_voter_change_is_refused(
     startup.lock.release()
     assert startup.set_aside_to == lost / "discarded-123" and startup.rejoining
     assert (lost / "discarded-123" / "events-0" / "00000000000000000000.log").read_bytes() == b"diverged"
-    assert sorted(p.name for p in lost.iterdir()) == [".lock", "discarded-123", "rejoined-after-disk-loss"]
+    assert sorted(p.name for p in lost.iterdir()) == [".lock", "discarded-123", "meta.properties", "rejoined-after-disk-loss"]
 
     kept = _node_dir(tmp_path / "n1")  # a former voter still in --voters, never forced
     with pytest.raises(VoterSetMismatch, match="force-leader"):

@@ -1,12 +1,16 @@
-"""Issue "Recovery", item 1: a voter restarted on an empty data dir (`--rejoin`) catches up every
-partition it hosts (a snapshot-policy one through FetchSnapshot, the metadata log from its
-snapshot, the others from the log start) and votes in none of them until it has; so when a
-second node dies during the rejoin, a lagging survivor cannot be elected with its vote, and no
-acknowledged record is lost."""
+"""Issue "Recovery", item 1, without `--rejoin` since issue 25 (directory ids): a voter restarted
+on an empty data dir (same node id, no flag) catches up every partition it hosts (a
+snapshot-policy one through FetchSnapshot, the metadata log from its snapshot, the others from
+the log start) and votes in none of them until it has: the image placed them on another
+directory of this node. So when a second node dies meanwhile, a lagging survivor cannot be
+elected with its vote, and no acknowledged record is lost. In the metadata quorum the new
+directory is no voter until `kraftd quorum remove-voter` / `add-voter` re-key it."""
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +19,7 @@ import pytest
 from tests.cluster.replica_logs import assert_replicas_identical_below_hw, high_watermark, read_replica_log
 from tests.cluster.support import metadata, wait_cluster_ready
 from tests.support.cluster import KraftdCluster
-from tests.support.waiting import wait_until
+from tests.support.waiting import poll_until, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")  # dev dependency: installed by `make test`
 from confluent_kafka import Producer  # noqa: E402
@@ -59,6 +63,12 @@ def _produce(cluster: KraftdCluster, topic: str, count: int, *, keys: int | None
     return len(acked)
 
 
+def _directory(data_dir) -> str:
+    from kraftd.storage.meta_properties import read_meta_properties, uuid_to_kafka
+
+    return uuid_to_kafka(read_meta_properties(Path(data_dir)).directory_id)
+
+
 def _election_states(data_dir: Path) -> dict:
     doc = json.loads((data_dir / "quorum-state").read_text())
     return doc.get("groups", doc)
@@ -85,9 +95,21 @@ def _log_start(data_dir, topic: str) -> int:
 
 def _wipe(cluster: KraftdCluster, node: int) -> Path:
     data_dir = cluster.process(node).data_dir
-    shutil.rmtree(data_dir)
-    cluster.process(node).args.append("--rejoin")
+    shutil.rmtree(data_dir)  # same node id, an empty dir, no flag
     return Path(data_dir)
+
+
+REPLACED = "placed on another directory of this node"
+
+
+def _rekey_metadata_voter(cluster: KraftdCluster, node: int, old_directory: str) -> None:
+    """The operator's step after a disk replacement (KIP-853): the old directory out, the new in."""
+    bootstrap = ",".join(cluster.node(i) for i in cluster.running())
+    for action in (["remove-voter", "--node-id", str(node), "--directory-id", old_directory],
+                   ["add-voter", "--node-id", str(node)]):
+        out = subprocess.run([sys.executable, "-m", "kraftd", "quorum", action[0], "--bootstrap-server", bootstrap,
+                              *action[1:]], capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0, (action, out.stderr)
 
 
 def test_an_empty_data_dir_catches_up_every_partition_before_it_votes(tmp_path):
@@ -110,12 +132,12 @@ def test_an_empty_data_dir_catches_up_every_partition_before_it_votes(tmp_path):
                                30, "kv-0's log start to move")
         lost = next(i for i in cluster.ids if i != kv_leader)
 
+        old_directory = _directory(cluster.process(lost).data_dir)
         cluster.kill(lost)
         data_dir = _wipe(cluster, lost)
         cluster.start(lost)
-        assert (data_dir / "rejoined-after-disk-loss").exists()
-        logs = cluster.logs(lost)
-        assert "rejoining after a disk loss" in logs, cluster.logs(lost, tail=30)
+        assert not (data_dir / "rejoined-after-disk-loss").exists()
+        wait_until(lambda: REPLACED in cluster.logs(lost), 30, "the replaced partitions noticed")
 
         # Every group catches up, then may vote again (persisted in quorum-state).
         groups = ["__cluster_metadata-0", "data-0", "data-1", "kv-0"]
@@ -143,7 +165,9 @@ def test_an_empty_data_dir_catches_up_every_partition_before_it_votes(tmp_path):
             entries = assert_replicas_identical_below_hw(dirs, "data", partition, hw)
             records += len([e for e in entries if not e.control])
         assert records == 2000
-        # After the rejoin the node is a full voter again: with the kv leader gone, it helps elect one.
+        # After the rejoin the node votes in every partition again; the operator re-keys its
+        # metadata voter. With the kv leader gone, it helps elect one.
+        _rekey_metadata_voter(cluster, lost, old_directory)
         cluster.kill(kv_leader)
         other = next(i for i in cluster.ids if i not in (kv_leader, lost))
         wait_until(lambda: _leader(cluster, other, "kv") in (other, lost), 30, "kv-0 to elect a new leader")
@@ -176,7 +200,9 @@ def test_a_lagging_survivor_is_not_elected_with_a_rejoining_nodes_vote(tmp_path)
         cluster.start(victim)
         cluster.kill(leader)               # ...and then the leader dies.
         # The lagger asks the rejoining node for its vote and is refused: no leader for t-0.
-        wait_until(lambda: "rejoining after a disk loss" in cluster.logs(victim), 10, "the rejoin warning")
+        # (It hosts t-0, refusing its vote, once it has the image: from a metadata leader other
+        # than the one it is cut off from. Either way the lagger gets no vote from it.)
+        poll_until(lambda: REPLACED in cluster.logs(victim), 10)
         for _ in range(16):
             assert _leader(cluster, lagger, "t") not in (lagger, victim), \
                 "a leader was elected without the committed records:\n" + cluster.logs(lagger, tail=30)
