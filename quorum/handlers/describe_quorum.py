@@ -10,6 +10,7 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeQuorumResponse as Response
 
 from ..metadata.acls import Operation, ResourceType
+from ..metadata.names import METADATA_TOPIC
 from ..outcomes import Respond
 from .quorum_common import groups_of
 
@@ -19,12 +20,26 @@ _NONE = uuid.UUID(int=0)  # a replica whose directory id we have not heard (Kafk
 def handle(ctx, header, request, now_ms, peer):
     if not ctx.authorizer.allows(peer, Operation.DESCRIBE, ResourceType.CLUSTER):
         return Respond(Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[], nodes=[]))
+    if _metadata_quorum_elsewhere(ctx, request) and not peer.is_node:
+        # As a Kafka broker does: the metadata quorum is described by its leader (the Java
+        # Admin asks any broker and waits for an answer that names no other leader).
+        return ctx.plane.forward(header, request, now_ms, ctx.config.request_timeout_cap_ms,
+                                 lambda _request, error: Response(error_code=error, topics=[], nodes=[]))
     topics: dict = {}
     for name, p, group in groups_of(ctx, request.topics):
         topics.setdefault(name, []).append(_describe(ctx, p.partition_index, group, now_ms))
     named = {r.replica_id for ps in topics.values() for p in ps for r in p.current_voters + p.observers}
     return Respond(Response(error_code=0, topics=[
         Response.TopicData(topic_name=n, partitions=ps) for n, ps in topics.items()], nodes=_nodes(ctx, named)))
+
+
+def _metadata_quorum_elsewhere(ctx, request) -> bool:
+    """Only the metadata partition is asked for, and another node leads it."""
+    plane = ctx.plane
+    if plane is None or plane.partition is None or plane.partition.raft.is_leader:
+        return False
+    asked = {(t.topic_name, p.partition_index) for t in request.topics for p in t.partitions}
+    return asked == {(METADATA_TOPIC, 0)}
 
 
 def _nodes(ctx, node_ids) -> list:

@@ -112,3 +112,40 @@ def test_a_replaced_disk_is_no_voter_until_removed_and_added_again(tmp_path):
         out = _quorum("add-voter", "--bootstrap-server", cluster.node(other), "--node-id", str(victim))
         assert out.returncode == 0, out.stderr
         wait_until(lambda: _voters(cluster) == {**dirs, victim: new}, 20, "the new directory as the voter")
+
+
+def test_the_java_admin_describes_adds_and_removes_voters(tmp_path):
+    """Java kafka-clients 3.9.1: describeMetadataQuorum (DescribeQuorum v2, directory ids and
+    nodes), addRaftVoter and removeRaftVoter, through a broker that is not the controller."""
+    from tests.support.java_client import compile_driver, java_command
+
+    classes = compile_driver("RaftVoters", tmp_path / "java")
+    with KraftdCluster(tmp_path / "c", nodes=4, voter_ids=[1, 2, 3]) as cluster:
+        wait_cluster_ready(cluster, 30)
+        dirs = {i: _directory(cluster, i) for i in cluster.ids}
+        wait_until(lambda: _voters(cluster) == {i: dirs[i] for i in (1, 2, 3)}, 20, "the recorded voters")
+        leader = _leader(cluster, 1)
+        through = next(i for i in (1, 2, 3) if i != leader)
+
+        def java(*args):
+            out = subprocess.run(java_command("RaftVoters", classes, cluster.node(through), *args),
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0 and out.stdout.rstrip().endswith("done"), out.stdout + out.stderr
+            return out.stdout.splitlines()
+
+        lines = java("describe")
+        assert f"leader {leader}" in " ".join(lines)
+        assert {tuple(line.split()[1:]) for line in lines if line.startswith("voter")} == \
+            {(str(i), dirs[i]) for i in (1, 2, 3)}
+        assert (f"observer 4 {dirs[4]}") in lines
+        assert {line for line in lines if line.startswith("node")} >= {f"node {i} {cluster.node(i)}" for i in (1, 2, 3)}
+
+        host, port = cluster.node(4).rsplit(":", 1)
+        assert java("add", "4", dirs[4], host, port)[0] == "added"
+        wait_until(lambda: _voters(cluster) == dirs, 20, "node 4 a voter")
+        assert java("remove", "4", dirs[4])[0] == "removed"
+        wait_until(lambda: _voters(cluster) == {i: dirs[i] for i in (1, 2, 3)}, 20, "node 4 removed")
+        # A voter that does not exist: Kafka's VOTER_NOT_FOUND, as the Java client reports it.
+        out = subprocess.run(java_command("RaftVoters", classes, cluster.node(through), "remove", "4", dirs[4]),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 1 and "VoterNotFoundException" in out.stdout, out.stdout + out.stderr
