@@ -149,3 +149,45 @@ def test_the_java_admin_describes_adds_and_removes_voters(tmp_path):
         out = subprocess.run(java_command("RaftVoters", classes, cluster.node(through), "remove", "4", dirs[4]),
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 1 and "VoterNotFoundException" in out.stdout, out.stdout + out.stderr
+
+
+def test_raw_frames_and_their_errors(tmp_path):
+    """AddRaftVoter/RemoveRaftVoter v0 as raw frames on a one-voter cluster: Kafka's errors for
+    a wrong cluster id, the last voter, a voter already there, a voter that does not exist, and a
+    node that is not fetching (retry: REQUEST_TIMED_OUT)."""
+    import uuid
+
+    from kraftd.client import WireClient
+    from kraftd.protocol import api
+    from kraftd.protocol import messages as m
+    from kraftd.protocol.errors import ErrorCode
+    from kraftd.storage.meta_properties import uuid_from_kafka
+
+    with KraftdCluster(tmp_path, nodes=1) as cluster:
+        wait_cluster_ready(cluster, 30)
+        mine = uuid_from_kafka(_directory(cluster, 1))
+        wait_until(lambda: _voters(cluster) == {1: _directory(cluster, 1)}, 20, "the recorded voter")
+        client = WireClient(cluster.node(1), client_id="raw-voters", timeout=10)
+        try:
+            versions = {k.api_key: (k.min_version, k.max_version)
+                        for k in client.request(api.API_VERSIONS, 0, m.ApiVersionsRequest()).api_keys}
+            assert versions[api.ADD_RAFT_VOTER] == (0, 0) and versions[api.REMOVE_RAFT_VOTER] == (0, 0)
+
+            def add(voter, directory, cluster_id=None):
+                return client.request(api.ADD_RAFT_VOTER, 0, m.AddRaftVoterRequest(
+                    cluster_id=cluster_id, timeout_ms=1000, voter_id=voter, voter_directory_id=directory,
+                    listeners=[m.AddRaftVoterRequest.Listener(name="PLAINTEXT", host="127.0.0.1", port=1)]))
+
+            def remove(voter, directory, cluster_id=None):
+                return client.request(api.REMOVE_RAFT_VOTER, 0, m.RemoveRaftVoterRequest(
+                    cluster_id=cluster_id, voter_id=voter, voter_directory_id=directory))
+
+            assert add(1, mine, cluster_id="not-this-cluster").error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+            assert add(1, mine).error_code == ErrorCode.DUPLICATE_VOTER
+            assert add(7, uuid.uuid4()).error_code == ErrorCode.REQUEST_TIMED_OUT  # not fetching: never caught up
+            assert remove(7, uuid.uuid4()).error_code == ErrorCode.VOTER_NOT_FOUND
+            assert remove(1, uuid.uuid4()).error_code == ErrorCode.VOTER_NOT_FOUND  # another directory
+            out = remove(1, mine)
+            assert out.error_code == ErrorCode.INVALID_REQUEST and "last voter" in out.error_message
+        finally:
+            client.close()
