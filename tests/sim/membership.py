@@ -14,9 +14,9 @@ The checks, on every leader of a group whose voters are dynamic:
 - each VotersRecord differs from the set before it by one voter (any two successive sets'
   majorities overlap), the first excepted (it records the configured voters' directories);
 - a voter added had caught up: its log reached the leader's HW;
-- the HW a leader announces is durable on a majority of its voters, counting a node only from
-  the directory the voter was recorded with (a removed voter, or a node on a replaced disk,
-  never counts).
+- the HW a leader moves is durable on a majority of its voters; a voter whose disk was lost
+  counts as holding it, as in the other majority checks (it can vote for no one: no leader
+  lacking the batch is elected with it), and a removed voter never counts.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from kraftd.protocol.errors import ErrorCode
 from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.raft.voter_set import VoterSet
 
-from .invariants import Violation, _header_at
+from .invariants import Violation, _abstains, _header_at
 from .network import Message
 
 RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER, ErrorCode.NOT_LEADER_OR_FOLLOWER}
@@ -204,7 +204,12 @@ class MembershipChecks:
         holding = []
         for v in voters.voters:
             node = sim.nodes.get(v.node_id)
-            if node is None or (v.directory_id is not None and node.disk.directory_id != v.directory_id):
+            if node is None:
+                continue
+            if (v.directory_id is not None and node.disk.directory_id != v.directory_id) or _abstains(node, g):
+                # The voter's disk was lost (after it acknowledged, maybe): it can vote for no one,
+                # so no leader lacking the batch can be elected with it (the disk-loss rule).
+                holding.append(v.node_id)
                 continue
             log = node.disk.logs.get(g[:2])
             if log is None:
