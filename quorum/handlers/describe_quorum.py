@@ -76,7 +76,7 @@ def _describe(ctx, index: int, group, now_ms: int):
     voter_set = group.voter_set
 
     def state(replica_id, p, voter: bool):
-        directory = directories.get(replica_id, _NONE)
+        directory = directories.get(replica_id) or _NONE
         if voter:  # the voter's key, where the quorum records it (KIP-853)
             known = voter_set.get(replica_id)
             directory = known.directory_id if known is not None and known.directory_id else directory

@@ -18,7 +18,8 @@ class FollowerSessions:
             name = topic_names.get(topic.topic_id) if version >= 13 else topic.topic
             fetched.update((name, p.partition) for p in topic.partitions)
             if topic.partitions and version >= 17:
-                self.directories[replica_id] = topic.partitions[0].replica_directory_id
+                directory = topic.partitions[0].replica_directory_id
+                self.directories[replica_id] = directory if directory.int else None  # (nil: not said)
         for topic in request.forgotten_topics_data:
             name = topic_names.get(topic.topic_id) if version >= 13 else topic.topic
             fetched.difference_update((name, p) for p in topic.partitions)

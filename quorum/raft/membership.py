@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ...protocol.errors import ErrorCode
 from .voter_set import Voter, VoterSet
 
 if TYPE_CHECKING:
@@ -26,12 +27,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7   # Kafka's answer while the leader cannot take a change yet: retry
-INVALID_REQUEST = 42
-DUPLICATE_VOTER = 126
-VOTER_NOT_FOUND = 127
+NONE = ErrorCode.NONE
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT  # Kafka's answer while the leader cannot take a change yet
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
+DUPLICATE_VOTER = ErrorCode.DUPLICATE_VOTER
+VOTER_NOT_FOUND = ErrorCode.VOTER_NOT_FOUND
 
 
 def change_blocked(group: RaftGroup) -> int:

@@ -1,5 +1,5 @@
-"""Voter sets (KIP-853): who may vote in a group, keyed by (node id, directory id), and the
-history of the sets a group's log holds.
+"""Voter sets (KIP-853): who may vote in a group, keyed by (node id, directory id), and the set
+a group's log holds (the log keeps its VotersRecords: storage/voter_set_cache.py).
 
 A voter is a node id and the directory id of the data dir it voted from. A node restarted on
 a new, empty dir has a new directory id, so it is not the voter it replaced: it may have voted
@@ -13,11 +13,10 @@ a time, so the majorities of two consecutive sets always overlap.
 from __future__ import annotations
 
 import uuid
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ...protocol import messages
-from ...protocol.control_records import ControlType, control_record_key, parse_control_record_key
+from ...protocol.control_records import ControlType, control_record_key
 from ...protocol.records import build_batch
 
 KRAFT_VERSION_STATIC = 0   # voters from configuration only
@@ -135,17 +134,6 @@ def voters_batch(voter_set: VoterSet, epoch: int, now_ms: int, *, with_version: 
     return bytearray(build_batch(records, base_offset=0, partition_leader_epoch=epoch, is_control=True))
 
 
-def voter_set_in(batch_records) -> VoterSet | None:
-    """The voter set a control batch's records hold (the last VotersRecord), or None."""
-    found = None
-    for key, value in batch_records:
-        _, kind = parse_control_record_key(key)
-        if kind == ControlType.KRAFT_VOTERS:
-            record, _ = messages.VotersRecord.decode(memoryview(value), 0, 0)
-            found = VoterSet.from_record(record)
-    return found
-
-
 class LogVoters:
     """A group's voters as its log says: the newest VotersRecord, committed or not (Raft's
     membership rule), else the configured set. Decoded once per record."""
@@ -168,45 +156,3 @@ class LogVoters:
         """The offset of the VotersRecord in force; -1 for the configured voters."""
         latest = self.log.voter_sets.latest()
         return -1 if latest is None else latest[0]
-
-
-class VoterSetHistory:
-    """The voter sets a log holds, by the offset of their VotersRecord, above a static set (the
-    configured voters, in force until the first record). Kafka's VoterSetHistory."""
-
-    def __init__(self, static: VoterSet) -> None:
-        self.static = static
-        self._offsets: list[int] = []
-        self._sets: list[VoterSet] = []
-
-    def add_at(self, offset: int, voter_set: VoterSet) -> None:
-        if self._offsets and offset <= self._offsets[-1]:
-            raise ValueError(f"a voter set at {offset}, not past the last one at {self._offsets[-1]}")
-        self._offsets.append(offset)
-        self._sets.append(voter_set)
-
-    def latest(self) -> VoterSet:
-        return self._sets[-1] if self._sets else self.static
-
-    def latest_offset(self) -> int:
-        """The offset of the newest VotersRecord, -1 for the static set."""
-        return self._offsets[-1] if self._offsets else -1
-
-    def at(self, offset: int) -> VoterSet:
-        """The set in force at `offset` (the newest record at or below it)."""
-        i = bisect_right(self._offsets, offset)
-        return self._sets[i - 1] if i else self.static
-
-    def truncate_to(self, end_offset: int) -> None:
-        """The log was truncated to end at `end_offset`: records at or past it are gone."""
-        i = bisect_right(self._offsets, end_offset - 1)
-        del self._offsets[i:], self._sets[i:]
-
-    def forget_before(self, offset: int) -> None:
-        """The log starts at `offset` now (a snapshot): keep the set in force there, and later ones."""
-        i = bisect_right(self._offsets, offset)
-        if i > 1:
-            del self._offsets[:i - 1], self._sets[:i - 1]
-
-    def is_dynamic(self) -> bool:
-        return bool(self._sets)

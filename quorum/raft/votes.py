@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...protocol.errors import ErrorCode
 from .election_state import NO_NODE
 
-INVALID_VOTER_KEY = 125
+INVALID_VOTER_KEY = ErrorCode.INVALID_VOTER_KEY
 
 if TYPE_CHECKING:
     from .group import RaftGroup

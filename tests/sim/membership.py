@@ -23,7 +23,6 @@ from __future__ import annotations
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
-from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.raft.voter_set import VoterSet
 
 from .invariants import Violation, _abstains, _header_at
@@ -227,7 +226,3 @@ class MembershipChecks:
 
 def _same(a, b) -> bool:
     return a is not None and a.base_offset == b.base_offset and a.partition_leader_epoch == b.partition_leader_epoch
-
-
-def is_metadata(g) -> bool:
-    return g[0] == METADATA_TOPIC

@@ -1,5 +1,5 @@
-"""Voter sets keyed by (node id, directory id), their VotersRecord form, and the history a log
-holds (issue 25, KIP-853)."""
+"""Voter sets keyed by (node id, directory id), and their VotersRecord form (issue 25, KIP-853);
+the log's keeping of them: tests/storage/test_voter_set_cache.py."""
 from __future__ import annotations
 
 import uuid
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kraftd.protocol import messages
 from kraftd.protocol.control_records import ControlType, parse_control_record_key
 from kraftd.protocol.records import decode_records, parse_batch_header
-from kraftd.quorum.raft.voter_set import Voter, VoterSet, VoterSetHistory, voter_set_in, voters_batch
+from kraftd.quorum.raft.voter_set import Voter, VoterSet, voters_batch
 
 D1, D2, D3, D9 = (uuid.UUID(int=n) for n in (101, 102, 103, 109))
 
@@ -69,30 +69,7 @@ def test_the_control_batch_holds_the_version_then_the_voters():
     records = decode_records(bytes(batch), header)
     assert [parse_control_record_key(r.key)[1] for r in records] == [ControlType.KRAFT_VERSION,
                                                                      ControlType.KRAFT_VOTERS]
-    assert voter_set_in((r.key, r.value) for r in records) == voters
+    record, _ = messages.VotersRecord.decode(memoryview(records[1].value), 0, 0)
+    assert VoterSet.from_record(record) == voters
     only = voters_batch(voters, epoch=7, now_ms=1000, with_version=False)
     assert parse_batch_header(only).records_count == 1
-
-
-def test_the_history_follows_the_log():
-    static = VoterSet.static([1, 2, 3])
-    history = VoterSetHistory(static)
-    assert history.latest() is static and history.latest_offset() == -1 and not history.is_dynamic()
-    a = VoterSet((Voter(1, D1), Voter(2, D2), Voter(3, D3)))
-    b = a.with_voter(Voter(4, D9))
-    c = b.without(1, D1)
-    history.add_at(10, a)
-    history.add_at(20, b)
-    history.add_at(30, c)
-    assert history.latest() == c and history.latest_offset() == 30
-    assert history.at(9) == static and history.at(10) == a and history.at(25) == b and history.at(99) == c
-    with pytest.raises(ValueError):
-        history.add_at(30, a)
-    history.truncate_to(30)  # the record at 30 is gone: b is in force again
-    assert history.latest() == b
-    history.truncate_to(21)
-    assert history.latest() == b
-    history.forget_before(25)  # a snapshot at 25: b was in force there
-    assert history.at(25) == b and history.latest() == b
-    history.truncate_to(0)
-    assert history.latest() == static
