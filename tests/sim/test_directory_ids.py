@@ -49,6 +49,18 @@ def _describe(sim, answers, node: int, correlation: int):
     return answers.by_correlation[correlation]
 
 
+def _replace_a_disk(sim, controller):
+    """A node other than the controller loses its disk and restarts on a new one: (node, the old
+    directory id, the new one)."""
+    victim = next(sn for sn in sim.nodes.values() if sn.id != controller.id)
+    old = victim.disk.directory_id
+    victim.crash()
+    victim.lose_disk()
+    victim.boot()
+    assert victim.disk.directory_id != old
+    return victim, old, victim.disk.directory_id
+
+
 def test_registrations_and_partitions_carry_each_nodes_directory_id():
     sim, answers, controller = _cluster()
     disks = {i: sn.disk.directory_id for i, sn in sim.nodes.items()}
@@ -78,13 +90,7 @@ def test_a_replaced_disk_registers_a_new_directory_and_partitions_keep_the_old_o
     _send(sim, controller.id, 1, "create", "d")
     sim.run_until(sim.now + 300)
     _settle(sim)
-    victim = next(sn for sn in sim.nodes.values() if sn.id != controller.id)
-    old = victim.disk.directory_id
-    victim.crash()
-    victim.lose_disk()
-    victim.boot()
-    new = victim.disk.directory_id
-    assert new != old
+    victim, old, new = _replace_a_disk(sim, controller)
     for _ in range(100):
         sim.run_until(sim.now + 50)
         if controller.node.plane.image.brokers[victim.id].directory_id == new:
@@ -139,12 +145,7 @@ def test_the_metadata_quorum_records_its_voters_with_their_directories():
 def test_a_replaced_disk_is_no_voter_until_removed_and_added_again():
     sim, answers, controller = _cluster()
     _settle(sim)
-    victim = next(sn for sn in sim.nodes.values() if sn.id != controller.id)
-    old = victim.disk.directory_id
-    victim.crash()
-    victim.lose_disk()
-    victim.boot()
-    new = victim.disk.directory_id
+    victim, old, new = _replace_a_disk(sim, controller)
     _settle(sim)
     group = _metadata_group(victim)
     assert group.voter_set.get(victim.id).directory_id == old
