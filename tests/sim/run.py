@@ -69,7 +69,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     # generator of their own so that the seeds' other draws stay as they were.
     membership_rng = random.Random(seed * 31 + 7)
     operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
-    if operators and not rates.disk_loss and membership_rng.random() < 0.5:
+    if operators:
         rates = dataclasses.replace(rates, disk_loss=True)  # replaced disks to re-key
     # Storage's background writes run at once: what a crash leaves must not depend on a thread.
     writes = background_writes()
