@@ -6,7 +6,7 @@ send these requests naming N only. Anything else gets CLUSTER_AUTHORIZATION_FAIL
 nothing: a forged follower Fetch used to move the high watermark over data no follower had.
 
 - Node-only APIs: Vote, BeginQuorumEpoch, EndQuorumEpoch, AlterPartition, BrokerRegistration,
-  AllocateProducerIds.
+  AllocateProducerIds, UpdateRaftVoter.
 - Open APIs with a replica id: Fetch and FetchSnapshot are open to clients (replica id -1, no
   ReplicaState); a replica id >= 0 is a claim to be that node.
 - DescribeQuorum is open (read only).
@@ -20,7 +20,7 @@ from ..protocol.errors import ErrorCode
 from .peer import Peer
 
 NODE_ONLY = frozenset({api.VOTE, api.BEGIN_QUORUM_EPOCH, api.END_QUORUM_EPOCH, api.ALTER_PARTITION,
-                       api.BROKER_REGISTRATION, api.ALLOCATE_PRODUCER_IDS})
+                       api.BROKER_REGISTRATION, api.ALLOCATE_PRODUCER_IDS, api.UPDATE_RAFT_VOTER})
 REFUSED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 FIRST_REPLICA_STATE_VERSION = 15
 FIRST_TOP_LEVEL_FETCH_ERROR_VERSION = 7
@@ -42,6 +42,8 @@ def claimed_node_ids(api_key: int, version: int, request) -> list[int]:
         return [p.leader_id for t in request.topics for p in t.partitions]
     if api_key in (api.ALTER_PARTITION, api.BROKER_REGISTRATION, api.ALLOCATE_PRODUCER_IDS):
         return [request.broker_id]
+    if api_key == api.UPDATE_RAFT_VOTER:
+        return [request.voter_id]
     return []
 
 

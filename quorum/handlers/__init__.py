@@ -7,7 +7,7 @@ from . import (add_raft_voter, allocate_producer_ids, alter_partition, alter_use
                describe_user_scram_credentials, end_quorum_epoch, incremental_alter_configs,
                fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
-               offset_for_leader_epoch, produce, remove_raft_voter, sync_group, vote)
+               offset_for_leader_epoch, produce, remove_raft_voter, sync_group, update_raft_voter, vote)
 
 HANDLERS = {
     api.API_VERSIONS: api_versions.handle,
@@ -28,6 +28,7 @@ HANDLERS = {
     # the metadata quorum's voters (KIP-853)
     api.ADD_RAFT_VOTER: add_raft_voter.handle,
     api.REMOVE_RAFT_VOTER: remove_raft_voter.handle,
+    api.UPDATE_RAFT_VOTER: update_raft_voter.handle,
     api.DELETE_TOPICS: delete_topics.handle,
     api.ALTER_PARTITION: alter_partition.handle,
     api.BROKER_REGISTRATION: broker_registration.handle,

@@ -31,6 +31,7 @@ from .partition_reports import alter
 from .producer_id_blocks import allocate
 from .registration import register
 from .topic_creation import create_request_for, create_topics
+from .voter_listener import VoterListener
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class MetadataPlane:
         self.incarnation_id = uuid.UUID(int=replication.rng.getrandbits(128), version=4)
         self._next_report_ms = 0
         self._registering = False
+        self._voter_listener = VoterListener()  # our listener in the VotersRecord (UpdateRaftVoter)
         self._next_registration_ms = 0
         self._reported: dict = {}            # partition key -> (epoch, isr) last sent
         self._reporting = False
@@ -105,6 +107,7 @@ class MetadataPlane:
                     self.controller.append(records, now_ms)
                     log.info("bootstrap user %s created", records[0].name)
         self._maybe_register(now_ms)
+        self._voter_listener.poll(self, now_ms)
         if now_ms >= self._next_report_ms:
             self._next_report_ms = now_ms + REPORT_INTERVAL_MS
             self._report_partitions(led_groups(), now_ms)

@@ -12,7 +12,8 @@ not, so the leader counts the new set for its HW at once. Kafka's rules:
 - a leader that removes itself keeps leading until the removal commits, then resigns.
 
 `propose_*` return (error code, offset of the VotersRecord): 0 and the offset when appended;
-the caller answers once the HW passes that offset.
+the caller answers once the HW passes that offset. An update (a voter's new listener) changes
+no membership, but goes through the same one-change-at-a-time gate.
 """
 from __future__ import annotations
 
@@ -72,6 +73,22 @@ def propose_remove_voter(group: RaftGroup, node_id: int, directory_id, now_ms: i
     if len(voters.voters) == 1:
         return INVALID_REQUEST, -1
     return NONE, _append(group, voters.without(node_id, directory_id), now_ms)
+
+
+def propose_update_voter(group: RaftGroup, voter: Voter, now_ms: int) -> tuple[int, int]:
+    """A voter's new listener (UpdateRaftVoter): the same voters, one endpoint changed. (0, -1)
+    when the set holds that endpoint already."""
+    blocked = change_blocked(group)
+    if blocked:
+        return blocked, -1
+    voters = group.voter_set
+    known = voters.get(voter.node_id)
+    if voter.directory_id is None or known is None or known.directory_id != voter.directory_id:
+        return VOTER_NOT_FOUND, -1
+    if (known.host, known.port) == (voter.host, voter.port):
+        return NONE, -1
+    others = tuple(v for v in voters.voters if v.node_id != voter.node_id)
+    return NONE, _append(group, VoterSet(others + (voter,)), now_ms)
 
 
 def maybe_record_voters(group: RaftGroup, endpoints: dict, now_ms: int) -> bool:

@@ -68,7 +68,7 @@ def test_node_only_apis_need_a_node_naming_itself():
     assert is_refused(api.VOTE, 2, vote, Peer("x:1", 3))       # node 3 claiming to be 2
     assert not is_refused(api.VOTE, 2, vote, Peer("x:1", 2))   # node 2 itself
     assert NODE_ONLY == {api.VOTE, api.BEGIN_QUORUM_EPOCH, api.END_QUORUM_EPOCH, api.ALTER_PARTITION,
-                         api.BROKER_REGISTRATION, api.ALLOCATE_PRODUCER_IDS}
+                         api.BROKER_REGISTRATION, api.ALLOCATE_PRODUCER_IDS, api.UPDATE_RAFT_VOTER}
     for key in NODE_ONLY:  # no claim at all is still node-only
         assert is_refused(key, 0, _empty(key), Peer("x:1"))
 
@@ -91,4 +91,6 @@ def _empty(key: int):
         api.BROKER_REGISTRATION: lambda: m.BrokerRegistrationRequest(broker_id=1, cluster_id="c", listeners=[],
                                                                      features=[], rack=None),
         api.ALLOCATE_PRODUCER_IDS: lambda: m.AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1),
+        api.UPDATE_RAFT_VOTER: lambda: m.UpdateRaftVoterRequest(cluster_id=None, current_leader_epoch=-1, voter_id=1,
+                                                                listeners=[]),
     }[key]()

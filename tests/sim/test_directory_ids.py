@@ -168,3 +168,19 @@ def test_a_replaced_disk_is_no_voter_until_removed_and_added_again():
     for sn in sim.nodes.values():
         assert _metadata_group(sn).voter_set.get(victim.id).directory_id == new
     assert _metadata_group(victim).is_voter
+
+
+def test_voters_record_their_advertised_listeners():
+    """UpdateRaftVoter: the quorum first records the --voters addresses ("sim":9092 here); each
+    voter then asks the leader to record its advertised listener (the leader records its own)."""
+    sim, answers, controller = _cluster()
+    for _ in range(60):
+        sim.run_until(sim.now + 100)
+        group = _metadata_group(_controller(sim) or controller)
+        if all((v.host, v.port) == ("127.0.0.1", 9092) for v in group.voter_set.voters):
+            break
+    _settle(sim)
+    for sn in sim.nodes.values():
+        voters = _metadata_group(sn).voter_set.voters
+        assert [(v.node_id, v.host, v.port) for v in voters] == [(i, "127.0.0.1", 9092) for i in sim.nodes]
+        assert {v.directory_id for v in voters} == {s.disk.directory_id for s in sim.nodes.values()}
