@@ -43,13 +43,16 @@ def _metadata_quorum_elsewhere(ctx, request) -> bool:
 
 
 def _nodes(ctx, node_ids) -> list:
-    """The listener of each node named, as it registered (v2's Nodes)."""
+    """The listener of each node named (v2's Nodes): a metadata voter's as the VotersRecord holds
+    it (UpdateRaftVoter keeps it current), anyone else's as it registered."""
     plane = ctx.plane
     if plane is None:
         host, port = ctx.config.advertised_host, ctx.config.advertised_port
         return [_node(ctx.node_id, host, port)] if ctx.node_id in node_ids else []
-    brokers = plane.image.brokers
-    return [_node(n, brokers[n].host, brokers[n].port) for n in sorted(node_ids) if n in brokers]
+    where = {n: (b.host, b.port) for n, b in plane.image.brokers.items()}
+    if plane.partition is not None:
+        where.update({v.node_id: (v.host, v.port) for v in plane.partition.raft.voter_set.voters if v.host})
+    return [_node(n, *where[n]) for n in sorted(node_ids) if n in where]
 
 
 def _node(node_id: int, host: str, port: int):
