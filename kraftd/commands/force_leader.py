@@ -113,6 +113,8 @@ def _force(data_dir: Path, new_voters: tuple, node_id: int | None, bump: int) ->
             log = FileLog(data_dir / f"{info.name}-{index}")
             try:
                 end, last_epoch = log.log_end_offset, log.epoch_cache.latest_epoch or 0
+                if info.name == METADATA_TOPIC:
+                    _record_voters(log, new_voters, last_epoch)
             finally:
                 log.close()
             state = states.get((info.name, index), ElectionState())
@@ -134,6 +136,28 @@ def _force(data_dir: Path, new_voters: tuple, node_id: int | None, bump: int) ->
     print(json.dumps({"node_id": node_id, "voters": list(new_voters), "lost": list(lost),
                       "groups": len(changed), "epoch": top_epoch}))
     return 0
+
+
+def _record_voters(log, new_voters: tuple, epoch: int) -> None:
+    """The metadata log's voters are its newest VotersRecord once the quorum recorded them
+    (KIP-853): SPEC goes into the log as one, or the survivor would count the lost voters still.
+    Each voter keeps the directory and listener the old set held (a new one: any directory, as a
+    configured voter). Its bytes depend on SPEC and the old set only (timestamp 0), so survivors
+    that held the same set write the same batch."""
+    from kraftd.protocol import messages
+    from kraftd.quorum.raft.voter_set import Voter, VoterSet, voters_batch
+
+    latest = log.voter_sets.latest()
+    if latest is None:
+        return  # the configured voters still: the catalog's SPEC is the set
+    record, _ = messages.VotersRecord.decode(memoryview(latest[1]), 0, 0)
+    old = VoterSet.from_record(record)
+    voters = VoterSet(tuple(old.get(v) or Voter(v) for v in new_voters))
+    if voters == old:
+        return
+    log.append_as_leader(voters_batch(voters, epoch, 0, with_version=False), epoch, now_ms=0)
+    log.flush()
+    _say(f"  {METADATA_TOPIC}: VotersRecord {list(voters.ids)} appended at offset {log.log_end_offset - 1}")
 
 
 def _say(line: str) -> None:
