@@ -108,3 +108,27 @@ def test_a_deletion_interrupted_by_a_crash_is_finished_at_startup(tmp_path):
     assert finish_deletions(tmp_path) == ["gone-0.0123abcd-delete"]
     assert [t.name for t in TopicCatalog(tmp_path).all()] == ["kept"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["kept-0"]
+
+
+def test_force_leader_records_spec_as_the_metadata_logs_voters(tmp_path):
+    """Once the quorum recorded its voters (KIP-853) the log's VotersRecord is the set, not the
+    catalog: SPEC goes into the log too, or the survivor would count the lost voters still (found
+    on real processes: tests/cluster/test_group_unclean_recovery.py hung leaderless)."""
+    from kraftd.protocol import messages
+    from kraftd.quorum.raft.voter_set import Voter, VoterSet, voters_batch
+    from kraftd.storage import FileLog
+
+    d = _node_dir(tmp_path / "n1")
+    recorded = VoterSet(tuple(Voter(i, uuid.UUID(int=100 + i), "127.0.0.1", 9000 + i) for i in (1, 2, 3)))
+    log = FileLog(d / "__cluster_metadata-0")
+    log.append_as_leader(voters_batch(recorded, 7, 0), 7, now_ms=0)
+    log.flush()
+    log.close()
+    done = _force(d, "1@127.0.0.1:9001")
+    assert done.returncode == 0, done.stderr
+    log = FileLog(d / "__cluster_metadata-0")
+    try:
+        record, _ = messages.VotersRecord.decode(memoryview(log.voter_sets.latest()[1]), 0, 0)
+    finally:
+        log.close()
+    assert VoterSet.from_record(record) == VoterSet((recorded.get(1),))  # its directory and listener kept
