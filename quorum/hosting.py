@@ -83,7 +83,7 @@ class Hosting:
         # voters, the log's set is in force and --voters is only where a node first looks.)
         if partition is None or partition.raft.log_voters.static.ids != tuple(voters):
             raise VoterSetMismatch(f"{METADATA_TOPIC} here has voters {partition and partition.raft.voters}, "
-                                   f"--voters says {voters}; changing the voter set is not supported")
+                                   f"--voters says {voters}; start it with the --voters the quorum was founded with")
         self.plane.partition = partition
         self.reconcile(now_ms)
 

@@ -67,9 +67,10 @@ def prepare_data_dir(config, now_ms: int) -> DataDirStartup:
                     rejoin = True  # it may have voted in groups it now knows nothing of
                 else:
                     raise VoterSetMismatch(
-                        f"{METADATA_TOPIC} here has voters {list(remembered)}, --voters says {list(wanted)}; "
-                        "changing the voter set is only possible through `kraftd quorum force-leader` "
-                        "on every surviving voter")
+                        f"{METADATA_TOPIC} here was founded with voters {list(remembered)}, --voters says "
+                        f"{list(wanted)}: start every node with the --voters it was founded with (change the "
+                        "voters online with `kraftd quorum add-voter`/`remove-voter`; after losing a majority, "
+                        "`kraftd quorum force-leader` on every surviving voter)")
         meta = ensure_meta_properties(data_dir, config.node_id)  # (after a set-aside: a new directory)
         finish_deletions(data_dir)
         return DataDirStartup(lock, rejoin_marked(data_dir, rejoin=rejoin), read_forced_recovery(data_dir), moved,
