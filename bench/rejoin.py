@@ -1,5 +1,5 @@
-"""(q) Disk-loss rejoin: how long a voter restarted on an empty data dir (`--rejoin`) takes to
-catch up 1 GiB of snapshot-policy state, and at what rate.
+"""(q) Disk-loss rejoin: how long a voter restarted on an empty data dir takes to catch up 1 GiB
+of snapshot-policy state, and at what rate.
 
 Three real `kraftd serve` processes (tests.support.cluster.KraftdCluster, default settings but
 the snapshot thresholds below). A 4-partition RF=3 topic with `cleanup.policy=snapshot` is
@@ -9,12 +9,14 @@ confluent-kafka with acks=all. Every node then snapshots every partition (POST /
 and the leaders move their log start to the snapshot (snapshot_start_offset_lag_time_max_ms
 = 1 s), so a replica starting from nothing can only catch up through FetchSnapshot.
 
-Node 3 is stopped (SIGTERM), its data dir deleted, and it is started again with `--rejoin`.
-Catch-up time = start of the process -> the rejoin marker `rejoined-after-disk-loss` is gone
-(every group it hosts, the metadata log included, has durably reached its leader's HW; see
-README "Replacing a lost disk"). Rate = bytes now in node 3's partition directories of the
-topic (snapshot files + log tail) / catch-up time; MB = 10^6 bytes. The time until the process
-listens is printed apart (it is part of the catch-up time).
+Node 3 is stopped (SIGTERM), its data dir deleted, and it is started again (no flag since issue
+25: its new directory id tells the partitions placed on the old one). Catch-up time = start of
+the process -> every partition of the topic votes again on node 3 (`mayVote` in its
+quorum-state: it has durably reached its leader's HW; see README "Replacing a lost disk"). Until
+issue 25 the end was the `--rejoin` marker's removal, which also waited for the metadata log.
+Rate = bytes now in node 3's partition directories of the topic (snapshot files + log tail) /
+catch-up time; MB = 10^6 bytes. The time until the process listens is printed apart (it is
+part of the catch-up time).
 
 Run: ``.venv/bin/python -m bench.rejoin [--keys N] [--value-bytes V]`` (~3-6 min at 1 GiB;
 needs ~4 GiB of free memory: every node holds the state in memory).
@@ -36,7 +38,6 @@ from bench.common import wait_for
 NAME = "rejoin"
 TOPIC = "state"
 PARTITIONS = 4
-MARKER = "rejoined-after-disk-loss"
 ENV = {"KRAFTD_SNAPSHOT_MAX_BYTES_BETWEEN": str(256 * 1024 * 1024),
        "KRAFTD_SNAPSHOT_START_OFFSET_LAG_TIME_MAX_MS": "1000"}
 
@@ -77,6 +78,16 @@ def _snapshot_everywhere(cluster, partitions: int = PARTITIONS) -> None:
 
 def _checkpoints(data_dir: Path) -> list[Path]:
     return sorted(data_dir.glob(f"{TOPIC}-*/*.checkpoint"))
+
+
+def _votes_again(data_dir: Path, partitions: int) -> bool:
+    """Every partition of the topic is in the node's quorum-state, and may vote."""
+    try:
+        doc = json.loads((data_dir / "quorum-state").read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    groups = doc.get("groups", doc)
+    return all(groups.get(f"{TOPIC}-{p}", {}).get("mayVote") is True for p in range(partitions))
 
 
 def _dir_bytes(data_dir: Path) -> int:
@@ -125,12 +136,10 @@ def measure(keys: int, value_bytes: int, log, *, partitions: int = PARTITIONS, a
         cluster.stop(3)
         shutil.rmtree(node3)
         process = cluster.process(3)
-        process.args.append("--rejoin")
         t0 = time.monotonic()
         cluster.start(3, timeout=120)
         res["listening_s"] = time.monotonic() - t0
-        wait_for("node 3's rejoin to complete", lambda: (node3 / "quorum-state").exists()
-              and not (node3 / MARKER).exists(), 1800, 0.05)
+        wait_for("node 3's partitions to vote again", lambda: _votes_again(node3, partitions), 1800, 0.05)
         res["catch_up_s"] = time.monotonic() - t0
         res["bytes"] = _dir_bytes(node3)
         res["snapshot_bytes"] = sum(p.stat().st_size for p in _checkpoints(node3))
@@ -155,7 +164,7 @@ def report(res: dict) -> str:
         f"{res['keys']:,} keys x {res['value_bytes']:,} B = {res['state_mb']:,.0f} MB of state",
         f"  loaded with acks=all in {res['load_s']:.1f} s",
         f"  rejoining node listening after {res['listening_s']:.1f} s",
-        f"  caught up (rejoin marker gone) after {res['catch_up_s']:.1f} s",
+        f"  caught up (every partition votes again) after {res['catch_up_s']:.1f} s",
         f"  copied {res['bytes'] / 1e6:,.0f} MB ({res['snapshot_bytes'] / 1e6:,.0f} MB of snapshots): "
         f"{res['mb_per_s']:.0f} MB/s",
         f"  load average at the end {res['loadavg_end'][0]:.1f}",
