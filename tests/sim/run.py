@@ -53,6 +53,8 @@ def _bug_items(bugs):
 
 # Recoveries of torn tails are expected in a run: FileLog's warnings are silenced while one runs.
 _STORAGE_LOG = logging.getLogger("kraftd.storage")
+# Replaced disks are expected too: the hosting's warning about them is silenced likewise.
+_HOSTING_LOG = logging.getLogger("kraftd.quorum.hosting")
 
 
 def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAFETY_MS,
@@ -77,8 +79,9 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     sim = Simulation(seed, nodes=nodes, groups=groups, rates=rates, bugs=bugs)
     planted.drop_diverging_epoch = bool(bugs and bugs.codec_drops_diverging_epoch)
     cleaner.planted_drops_latest = bool(bugs and bugs.cleaner_drops_latest_value)
-    storage_level = _STORAGE_LOG.level
+    storage_level, hosting_level = _STORAGE_LOG.level, _HOSTING_LOG.level
     _STORAGE_LOG.setLevel(logging.ERROR)
+    _HOSTING_LOG.setLevel(logging.ERROR)
     invariants = Invariants()
     sim.observers.append(invariants)
     result = RunResult(seed, True, shape=f"{nodes} nodes x {groups} groups, {rates}")
@@ -144,6 +147,7 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         planted.drop_diverging_epoch = False
         cleaner.planted_drops_latest = False
         _STORAGE_LOG.setLevel(storage_level)
+        _HOSTING_LOG.setLevel(hosting_level)
         writes.inline = inline_before
         sim.discard()
     sim.coverage["compacted state checks"] += invariants.compacted_checks
