@@ -33,12 +33,14 @@ def answer_vote(group: RaftGroup, candidate: int, epoch: int, last_log_id: tuple
                 now_ms: int, candidate_directory=None, voter_directory=None) -> tuple[int, bool]:
     """(error code, granted). KIP-595 vote rules; KIP-996 pre-votes change nothing. KIP-853: a
     request for another directory of this node (we replaced the disk it voted from) is
-    INVALID_VOTER_KEY; a candidate that is not a voter of our set (by id and directory) is refused."""
+    INVALID_VOTER_KEY, and only a voter of its own set grants. The candidate need not be in our
+    set: a newer set we have not fetched yet may hold it (Raft's rule for membership changes; the
+    log check keeps a candidate without our committed records out, a replaced disk's empty log
+    included). Refusing it left a quorum that had re-keyed a replaced disk leaderless (sim seed
+    4251)."""
     if voter_directory is not None and voter_directory != group.env.directory_id:
         return INVALID_VOTER_KEY, False
-    voters = group.voter_set
-    if not voters.is_voter(candidate, candidate_directory) or not voters.is_voter(group.node_id,
-                                                                                  group.env.directory_id):
+    if not group.voter_set.is_voter(group.node_id, group.env.directory_id):
         return 0, False
     if epoch < group.epoch:
         return 74, False  # FENCED_LEADER_EPOCH: the answer carries our epoch and leader

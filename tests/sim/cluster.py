@@ -22,6 +22,7 @@ from kraftd.quorum.node_config import NodeConfig
 from kraftd.quorum.outcomes import NoResponse, Park, Respond
 from kraftd.quorum.peer import Peer
 from kraftd.quorum.raft.config import RaftConfig
+from kraftd.quorum.raft.voter_set import VoterSet
 from kraftd.server.log_flusher import flush_each
 from kraftd.server.shell_step import ShellStep, StepActions
 
@@ -180,7 +181,6 @@ class Simulation:
         self.disks_made = 0
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
         self._metadata_voter_sets = [tuple(self.nodes)]
-        self._last_voter_set = None
         self.coverage["drifting clocks"] = sum(sn.clock_rate != 1.0 for sn in self.nodes.values())
         self.topics = []
         self.topic_configs: dict = {}
@@ -610,18 +610,25 @@ class Simulation:
 
     def _quorum_spares_a_disk(self) -> bool:
         """The metadata quorum can lose a voter's disk for good: three voters or more, each on
-        the disk it was recorded with (a replaced one re-keyed already: KIP-853). The fault
-        model loses one disk at a time, as the operator replaces it before the next loss."""
+        the disk it was recorded with (a replaced one re-keyed already: KIP-853), in every voter
+        set a live node's log holds and in the one the leader committed (a change in flight may
+        yet be lost). The fault model loses one disk at a time, as the operator replaces it
+        before the next loss."""
         from .membership import metadata_leader
 
+        sets = []
+        for sn in self.nodes.values():
+            group = sn.node.plane.partition.raft if sn.node is not None and sn.node.plane else None
+            if group is not None and group.log_voters.offset() >= 0:
+                sets.append(group.voter_set)
         leader = metadata_leader(self)
-        if leader is not None and leader.log_voters.offset() >= 0:
-            self._last_voter_set = leader.voter_set  # (while no node leads: the last one seen)
-        if self._last_voter_set is None:
-            return True  # the configured voters, every node
-        voters = self._last_voter_set.voters
-        return len(voters) >= 3 and all(v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
-                                        for v in voters)
+        if leader is not None:
+            committed = leader.partition.log.voter_sets.value_at(leader.partition.high_watermark - 1)
+            if committed is not None:
+                record, _ = m.VotersRecord.decode(memoryview(committed), 0, 0)
+                sets.append(VoterSet.from_record(record))
+        return all(len(s.voters) >= 3 and all(v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
+                                              for v in s.voters) for s in sets)
 
     def _on_restart(self, node_id: int, rejoining: bool) -> None:
         sn = self.nodes[node_id]

@@ -127,21 +127,23 @@ def test_a_vote_request_for_another_directory_of_this_node_is_refused(voter_dire
     assert (answer.vote_granted, answer.error_code) == (granted, error)
 
 
-def test_a_candidate_on_another_directory_than_its_voter_is_refused():
-    ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_unknown_leader(4).build()
+def test_a_candidate_outside_our_set_is_judged_by_its_log():
+    """Raft's rule for membership changes: a newer set we have not fetched may hold the candidate,
+    so only its log decides (a replaced disk's empty log is refused). Refusing every candidate
+    outside our set left a quorum that had re-keyed a replaced disk leaderless (sim seed 4251)."""
+    ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_unknown_leader(4).append_to_log(3, 3).build()
     group = ctx.group
     voters = VoterSet((Voter(1, group.env.directory_id), Voter(2, uuid.UUID(int=202)), Voter(3, uuid.UUID(int=303))))
     from kraftd.protocol.records import patch_base_offset
     batch = voters_batch(voters, 4, ctx.now_ms)
     patch_base_offset(batch, 0, ctx.log.log_end_offset)
     ctx.log.append_as_follower(batch)
-    last = group.last_log_id()
-    request = ctx.vote_request(5, 2, *last)
-    request.topics[0].partitions[0].replica_directory_id = uuid.UUID(int=999)  # node 2 on a new disk
-    assert not ctx.deliver_request(request, api.VOTE, 2, source=2).topics[0].partitions[0].vote_granted
-    request = ctx.vote_request(5, 2, *last)
-    request.topics[0].partitions[0].replica_directory_id = uuid.UUID(int=202)
-    assert ctx.deliver_request(request, api.VOTE, 2, source=2).topics[0].partitions[0].vote_granted
+    empty = ctx.vote_request(5, 2, 0, 0)
+    empty.topics[0].partitions[0].replica_directory_id = uuid.UUID(int=999)  # node 2 on a new, empty disk
+    assert not ctx.deliver_request(empty, api.VOTE, 2, source=2).topics[0].partitions[0].vote_granted
+    caught_up = ctx.vote_request(5, 2, *group.last_log_id())
+    caught_up.topics[0].partitions[0].replica_directory_id = uuid.UUID(int=999)  # re-added in a set we lack
+    assert ctx.deliver_request(caught_up, api.VOTE, 2, source=2).topics[0].partitions[0].vote_granted
 
 
 def test_a_node_on_a_replaced_disk_is_not_its_voter_and_does_not_stand():
