@@ -13,7 +13,7 @@ import struct
 from .errors import InvalidRecordError
 from .records import NO_PRODUCER_ID, build_batch
 
-__all__ = ["ControlType", "build_control_batch", "parse_control_record_key",
+__all__ = ["ControlType", "build_control_batch", "control_value", "parse_control_record_key",
            "control_record_key", "end_txn_marker_value", "parse_end_txn_marker_value"]
 
 _KEY = struct.Struct(">hh")
@@ -49,6 +49,14 @@ def parse_control_record_key(key) -> tuple[int, int]:
     except ValueError:
         pass  # unknown types are kept as int (Kafka maps them to UNKNOWN and skips them)
     return version, ctype
+
+
+def control_value(message) -> bytes:
+    """The value of a KRaft control record: its generated message (LeaderChangeMessage,
+    SnapshotHeaderRecord, KRaftVersionRecord, VotersRecord, ...) encoded at version 0."""
+    parts: list = []
+    type(message).encode(message, 0, parts)
+    return b"".join(bytes(p) for p in parts)
 
 
 def end_txn_marker_value(coordinator_epoch: int) -> bytes:

@@ -107,6 +107,7 @@ class Hosting:
                 floor = self.leader_epoch_floor()
                 epoch = max(floor - 1, 0) if self.started else floor
             replaced = partition.key in self._placed_elsewhere
+            self._placed_elsewhere.discard(partition.key)
             if replaced:
                 log.warning("%s-%d: placed on another directory of this node: this data dir replaced a lost "
                             "one; no vote until caught up", *partition.key)

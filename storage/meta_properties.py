@@ -59,13 +59,10 @@ def uuid_from_kafka(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def new_directory_id(rng=None) -> uuid.UUID:
-    """A random directory id; never the nil UUID (Kafka's reserved "unknown"/"unassigned" ids
-    are the few smallest values)."""
-    while True:
-        value = uuid.UUID(int=rng.getrandbits(128)) if rng is not None else uuid.uuid4()
-        if value.int >= 100:
-            return value
+def new_directory_id() -> uuid.UUID:
+    """A random directory id (a version 4 UUID: never one of Kafka's reserved "unknown" and
+    "unassigned" ids, the few smallest values)."""
+    return uuid.uuid4()
 
 
 def _parse(text: str) -> dict[str, str]:

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
 from ..protocol import messages
-from ..protocol.control_records import ControlType, build_control_batch, control_record_key, parse_control_record_key
+from ..protocol.control_records import (ControlType, build_control_batch, control_record_key, control_value,
+                                        parse_control_record_key)
 from ..protocol.errors import CorruptRecordError
 from ..protocol.records import (BATCH_HEADER_SIZE, BatchHeader, Compression, build_batch, crc_ok,
                                      decode_records, parse_batch_header)
 
 from .atomic_file import fsync_dir
+from .voter_set_cache import voters_values_in
 
 __all__ = ["SnapshotId", "SnapshotWriter", "SnapshotReader", "SnapshotStore", "SnapshotRegion",
            "CorruptSnapshotError", "SnapshotInfo", "PartialSnapshot", "snapshot_filename",
@@ -51,12 +53,6 @@ def parse_snapshot_filename(name: str) -> SnapshotId | None:
     return SnapshotId(int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _control_value(message_cls, **fields) -> bytes:
-    parts: list = []
-    message_cls.encode(message_cls(**fields), 0, parts)
-    return b"".join(bytes(p) for p in parts)
-
-
 class SnapshotWriter:
     """Writes one snapshot to `<name>.part`; `freeze()` makes it durable and visible."""
 
@@ -77,11 +73,11 @@ class SnapshotWriter:
         self._file = open(self.part_path, "wb")
         self._write(build_control_batch(
             ControlType.SNAPSHOT_HEADER,
-            _control_value(messages.SnapshotHeaderRecord, version=0,
-                           last_contained_log_timestamp=last_contained_log_timestamp),
+            control_value(messages.SnapshotHeaderRecord(version=0,
+                                                        last_contained_log_timestamp=last_contained_log_timestamp)),
             base_offset=self._take(1), timestamp=self._timestamp, leader_epoch=sid.epoch))
         if voters is not None:
-            version = _control_value(messages.KRaftVersionRecord, version=0, k_raft_version=1)
+            version = control_value(messages.KRaftVersionRecord(version=0, k_raft_version=1))
             self._write(build_batch([(control_record_key(ControlType.KRAFT_VERSION), version, None, self._timestamp),
                                      (control_record_key(ControlType.KRAFT_VOTERS), bytes(voters), None,
                                       self._timestamp)],
@@ -115,7 +111,7 @@ class SnapshotWriter:
     def freeze(self) -> str:
         self._flush_batch()
         self._write(build_control_batch(
-            ControlType.SNAPSHOT_FOOTER, _control_value(messages.SnapshotFooterRecord, version=0),
+            ControlType.SNAPSHOT_FOOTER, control_value(messages.SnapshotFooterRecord(version=0)),
             base_offset=self._take(1), timestamp=self._timestamp, leader_epoch=self.snapshot_id.epoch))
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -248,14 +244,9 @@ class SnapshotReader:
     def voters_value(self) -> bytes | None:
         """The VotersRecord (value bytes) the snapshot holds, if any (KIP-853)."""
         view = memoryview(self._buf)
-        found = None
-        for pos, header in self._batches[1:-1]:
-            if not header.is_control:
-                continue
-            for record in decode_records(view[pos:pos + header.size], header):
-                if record.key is not None and parse_control_record_key(record.key)[1] == ControlType.KRAFT_VOTERS:
-                    found = bytes(record.value)
-        return found
+        found = [value for pos, header in self._batches[1:-1] if header.is_control
+                 for _, value in voters_values_in(view[pos:pos + header.size], header)]
+        return found[-1] if found else None
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         view = memoryview(self._buf)
@@ -414,10 +405,8 @@ class SnapshotStore:
             if not header.is_control:
                 return None
             batch = head + f.read(header.size - BATCH_HEADER_SIZE)
-        for record in decode_records(batch, header):
-            if record.key is not None and parse_control_record_key(record.key)[1] == ControlType.KRAFT_VOTERS:
-                return bytes(record.value)
-        return None
+        found = voters_values_in(batch, header)
+        return found[-1][1] if found else None
 
     def region(self, sid: SnapshotId, position: int, size: int) -> SnapshotRegion:
         mapped = self._mapped.get(sid)

@@ -16,13 +16,14 @@ import base64
 import bisect
 import os
 
+from ..protocol.control_records import ControlType, parse_control_record_key
+from ..protocol.records import decode_records
 from .atomic_file import atomic_write
 
 __all__ = ["VOTER_SET_CHECKPOINT_FILE", "VoterSetCache", "voters_values_in"]
 
 VOTER_SET_CHECKPOINT_FILE = "voter-set-checkpoint"
 _VERSION = 0
-_KRAFT_VOTERS = 6  # the control record type of a VotersRecord
 
 
 class VoterSetCache:
@@ -103,11 +104,5 @@ def _read(path: str) -> list[tuple[int, bytes]]:
 
 def voters_values_in(batch, header) -> list[tuple[int, bytes]]:
     """(offset, value) of each VotersRecord in one control batch (`batch` starts at it)."""
-    from ..protocol.records import decode_records
-
-    out = []
-    for record in decode_records(batch, header):
-        key = record.key
-        if key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == _KRAFT_VOTERS:
-            out.append((record.offset, record.value))
-    return out
+    return [(r.offset, bytes(r.value)) for r in decode_records(batch, header)
+            if r.key is not None and len(r.key) >= 4 and parse_control_record_key(r.key)[1] == ControlType.KRAFT_VOTERS]

@@ -144,14 +144,12 @@ def _record_voters(log, new_voters: tuple, epoch: int) -> None:
     Each voter keeps the directory and listener the old set held (a new one: any directory, as a
     configured voter). Its bytes depend on SPEC and the old set only (timestamp 0), so survivors
     that held the same set write the same batch."""
-    from kraftd.protocol import messages
     from kraftd.quorum.raft.voter_set import Voter, VoterSet, voters_batch
 
     latest = log.voter_sets.latest()
     if latest is None:
         return  # the configured voters still: the catalog's SPEC is the set
-    record, _ = messages.VotersRecord.decode(memoryview(latest[1]), 0, 0)
-    old = VoterSet.from_record(record)
+    old = VoterSet.from_value(latest[1])
     voters = VoterSet(tuple(old.get(v) or Voter(v) for v in new_voters))
     if voters == old:
         return

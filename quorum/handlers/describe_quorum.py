@@ -4,17 +4,15 @@ v2 adds each replica's directory id (what its fetches say: KIP-853) and the list
 node it names (from their registrations in the metadata image)."""
 from __future__ import annotations
 
-import uuid
-
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeQuorumResponse as Response
+from ...protocol.primitives import ZERO_UUID
 
 from ..metadata.acls import Operation, ResourceType
 from ..metadata.names import METADATA_TOPIC
 from ..outcomes import Respond
 from .quorum_common import groups_of
 
-_NONE = uuid.UUID(int=0)  # a replica whose directory id we have not heard (Kafka's ZERO_UUID)
 
 
 def handle(ctx, header, request, now_ms, peer):
@@ -79,7 +77,7 @@ def _describe(ctx, index: int, group, now_ms: int):
     voter_set = group.voter_set
 
     def state(replica_id, p, voter: bool):
-        directory = directories.get(replica_id) or _NONE
+        directory = directories.get(replica_id) or ZERO_UUID
         if voter:  # the voter's key, where the quorum records it (KIP-853)
             known = voter_set.get(replica_id)
             directory = known.directory_id if known is not None and known.directory_id else directory

@@ -19,13 +19,10 @@ def handle(ctx, header, request, now_ms, peer):
             out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return out
         pre_vote = version >= 2 and p.pre_vote  # (PreVote exists from v2 on)
-        candidate_directory = voter_directory = None
-        if version >= 1:  # (nil: not said)
-            candidate_directory = p.replica_directory_id if p.replica_directory_id.int else None
-            voter_directory = p.voter_directory_id if p.voter_directory_id.int else None
+        # v1+: the directory the candidate takes us for (nil: not said)
+        voter_directory = p.voter_directory_id if version >= 1 and p.voter_directory_id.int else None
         out.error_code, out.vote_granted = group.on_vote_request(
-            p.replica_id, p.replica_epoch, p.last_offset_epoch, p.last_offset, pre_vote, now_ms,
-            candidate_directory, voter_directory)
+            p.replica_id, p.replica_epoch, p.last_offset_epoch, p.last_offset, pre_vote, now_ms, voter_directory)
         out.leader_id, out.leader_epoch = group.leader_id, group.epoch
         return out
     return answer_partitions(ctx, request, VoteResponse, decide)

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ...protocol import messages as m
+from ...protocol.primitives import ZERO_UUID
 from .acls import AclBinding
 
 TOPIC_RESOURCE = 2   # ConfigRecord.resource_type for a topic (Kafka's ConfigResource.Type.TOPIC)
@@ -289,7 +290,7 @@ def partition_record(info: PartitionInfo):
                              directories=list(info.directories))
 
 
-_UNKNOWN_DIRECTORY = uuid.UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
+_UNKNOWN_DIRECTORY = ZERO_UUID  # Kafka's DirectoryId.UNASSIGNED
 
 
 def _directories(directories, replicas: int) -> list:

@@ -259,11 +259,10 @@ class RaftGroup:
             self.role.tally(self, now_ms)
 
     def on_vote_request(self, candidate: int, epoch: int, last_epoch: int, last_offset: int,
-                        pre_vote: bool, now_ms: int, candidate_directory=None, voter_directory=None) -> tuple[int, bool]:
-        """(error code, granted) for a candidate's (pre-)vote request. The directory ids (Vote
-        v1+, KIP-853) say which voter the candidate is, and which it takes us for."""
-        return answer_vote(self, candidate, epoch, (last_epoch, last_offset), pre_vote, now_ms,
-                           candidate_directory, voter_directory)
+                        pre_vote: bool, now_ms: int, voter_directory=None) -> tuple[int, bool]:
+        """(error code, granted) for a candidate's (pre-)vote request; `voter_directory`: the
+        directory the candidate takes us for (Vote v1+, KIP-853)."""
+        return answer_vote(self, candidate, epoch, (last_epoch, last_offset), pre_vote, now_ms, voter_directory)
 
     # -- learning about leaders (the shared path of every response and request) -------------
     def observe_leader(self, leader_id: int, epoch: int, now_ms: int) -> bool:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...protocol import messages
-from ...protocol.control_records import ControlType, build_control_batch
+from ...protocol.control_records import ControlType, build_control_batch, control_value
 
 
 def leader_change_batch(leader_id: int, epoch: int, voters, granting, now_ms: int) -> bytearray:
@@ -10,8 +10,5 @@ def leader_change_batch(leader_id: int, epoch: int, voters, granting, now_ms: in
     message = messages.LeaderChangeMessage(
         version=0, leader_id=leader_id, voters=[Voter(voter_id=v) for v in voters],
         granting_voters=[Voter(voter_id=v) for v in sorted(granting)])
-    parts: list = []
-    messages.LeaderChangeMessage.encode(message, 0, parts)
-    value = b"".join(bytes(p) for p in parts)
-    return bytearray(build_control_batch(ControlType.LEADER_CHANGE, value, base_offset=0, timestamp=now_ms,
-                                         leader_epoch=epoch))
+    return bytearray(build_control_batch(ControlType.LEADER_CHANGE, control_value(message), base_offset=0,
+                                         timestamp=now_ms, leader_epoch=epoch))

@@ -2,15 +2,14 @@
 needs it (KIP-595's schemas are batched by topic and partition)."""
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from ...protocol.messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchSnapshotRequest,
                                       VoteRequest)
+from ...protocol.primitives import ZERO_UUID
 
 VOTE_VERSION = 2
-NIL = uuid.UUID(int=0)  # a directory id not said (Kafka's ZERO_UUID)
 BEGIN_QUORUM_EPOCH_VERSION = 1
 END_QUORUM_EPOCH_VERSION = 1
 FETCH_SNAPSHOT_VERSION = 1
@@ -54,8 +53,8 @@ def vote_request(cluster_id: str, voter: int, asks: list[VoteAsk]) -> VoteReques
         VoteRequest.TopicData(topic_name=topic, partitions=[
             VoteRequest.PartitionData(partition_index=index, replica_epoch=a.epoch, replica_id=a.candidate_id,
                                       last_offset_epoch=a.last_epoch, last_offset=a.last_offset,
-                                      pre_vote=a.pre_vote, replica_directory_id=a.candidate_directory or NIL,
-                                      voter_directory_id=a.voter_directory or NIL)
+                                      pre_vote=a.pre_vote, replica_directory_id=a.candidate_directory or ZERO_UUID,
+                                      voter_directory_id=a.voter_directory or ZERO_UUID)
             for index, a in entries])
         for topic, entries in topics.items()])
 

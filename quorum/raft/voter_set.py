@@ -16,11 +16,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from ...protocol import messages
-from ...protocol.control_records import ControlType, control_record_key
+from ...protocol.control_records import ControlType, control_record_key, control_value
+from ...protocol.primitives import ZERO_UUID
 from ...protocol.records import build_batch
 
-KRAFT_VERSION_STATIC = 0   # voters from configuration only
-KRAFT_VERSION_DYNAMIC = 1  # voters from VotersRecords (KIP-853)
+KRAFT_VERSION_DYNAMIC = 1  # kraft.version 1: voters from VotersRecords (KIP-853)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,21 +45,20 @@ class Voter:
 class VoterSet:
     voters: tuple[Voter, ...] = field(default_factory=tuple)
 
+    ids: tuple[int, ...] = field(init=False, compare=False)  # (group.voters: a hot path)
+
     @classmethod
-    def static(cls, node_ids, endpoints: dict | None = None) -> VoterSet:
-        endpoints = endpoints or {}
-        return cls(tuple(Voter(n, None, *endpoints.get(n, ("", 0))) for n in sorted(node_ids)))
+    def static(cls, node_ids) -> VoterSet:
+        return cls(tuple(Voter(n) for n in sorted(node_ids)))
 
     def __post_init__(self) -> None:
         ids = [v.node_id for v in self.voters]
         if len(set(ids)) != len(ids):
             raise ValueError(f"a voter set names a node twice: {ids}")
         object.__setattr__(self, "voters", tuple(sorted(self.voters, key=lambda v: v.node_id)))
+        object.__setattr__(self, "ids", tuple(sorted(ids)))
 
     # -- reading ------------------------------------------------------------------------------
-    @property
-    def ids(self) -> tuple[int, ...]:
-        return tuple(v.node_id for v in self.voters)
 
     def get(self, node_id: int) -> Voter | None:
         return next((v for v in self.voters if v.node_id == node_id), None)
@@ -98,7 +97,7 @@ class VoterSet:
     def to_record(self) -> messages.VotersRecord:
         R = messages.VotersRecord
         return R(version=0, voters=[
-            R.Voter(voter_id=v.node_id, voter_directory_id=v.directory_id or uuid.UUID(int=0),
+            R.Voter(voter_id=v.node_id, voter_directory_id=v.directory_id or ZERO_UUID,
                     endpoints=[R.Endpoint(name="PLAINTEXT", host=v.host, port=v.port)] if v.host else [],
                     k_raft_version_feature=R.KRaftVersionFeature(min_supported_version=0,
                                                                  max_supported_version=KRAFT_VERSION_DYNAMIC))
@@ -114,11 +113,11 @@ class VoterSet:
                                 endpoint.port if endpoint else 0))
         return cls(tuple(voters))
 
-
-def control_value(cls, message) -> bytes:
-    parts: list = []
-    cls.encode(message, 0, parts)
-    return b"".join(bytes(p) for p in parts)
+    @classmethod
+    def from_value(cls, value) -> VoterSet:
+        """The set a VotersRecord control record's value holds."""
+        record, _ = messages.VotersRecord.decode(memoryview(value), 0, 0)
+        return cls.from_record(record)
 
 
 def voters_batch(voter_set: VoterSet, epoch: int, now_ms: int, *, with_version: bool = True) -> bytearray:
@@ -128,9 +127,8 @@ def voters_batch(voter_set: VoterSet, epoch: int, now_ms: int, *, with_version: 
     if with_version:
         version = messages.KRaftVersionRecord(version=0, k_raft_version=KRAFT_VERSION_DYNAMIC)
         records.append((control_record_key(ControlType.KRAFT_VERSION),
-                        control_value(messages.KRaftVersionRecord, version), None, now_ms))
-    records.append((control_record_key(ControlType.KRAFT_VOTERS),
-                    control_value(messages.VotersRecord, voter_set.to_record()), None, now_ms))
+                        control_value(version), None, now_ms))
+    records.append((control_record_key(ControlType.KRAFT_VOTERS), control_value(voter_set.to_record()), None, now_ms))
     return bytearray(build_batch(records, base_offset=0, partition_leader_epoch=epoch, is_control=True))
 
 
@@ -148,8 +146,7 @@ class LogVoters:
         if latest is None:
             return self.static
         if latest != self._decoded[0]:
-            record, _ = messages.VotersRecord.decode(memoryview(latest[1]), 0, 0)
-            self._decoded = (latest, VoterSet.from_record(record))
+            self._decoded = (latest, VoterSet.from_value(latest[1]))
         return self._decoded[1]
 
     def offset(self) -> int:

@@ -30,7 +30,7 @@ class VoteAnswer:
 
 
 def answer_vote(group: RaftGroup, candidate: int, epoch: int, last_log_id: tuple[int, int], pre_vote: bool,
-                now_ms: int, candidate_directory=None, voter_directory=None) -> tuple[int, bool]:
+                now_ms: int, voter_directory=None) -> tuple[int, bool]:
     """(error code, granted). KIP-595 vote rules; KIP-996 pre-votes change nothing. KIP-853: a
     request for another directory of this node (we replaced the disk it voted from) is
     INVALID_VOTER_KEY, and only a voter of its own set grants. The candidate need not be in our

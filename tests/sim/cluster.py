@@ -249,8 +249,7 @@ class Simulation:
             value = log.voter_sets.value_at(hw - 1)
             sets = [leader.voters]
             if value is not None:
-                record, _ = m.VotersRecord.decode(memoryview(value), 0, 0)
-                sets.append(tuple(sorted(v.voter_id for v in record.voters)))
+                sets.append(VoterSet.from_value(value).ids)
             self._metadata_voter_sets = sets
         return self._metadata_voter_sets
 
@@ -625,8 +624,7 @@ class Simulation:
         if leader is not None:
             committed = leader.partition.log.voter_sets.value_at(leader.partition.high_watermark - 1)
             if committed is not None:
-                record, _ = m.VotersRecord.decode(memoryview(committed), 0, 0)
-                sets.append(VoterSet.from_record(record))
+                sets.append(VoterSet.from_value(committed))
         return all(len(s.voters) >= 3 and all(v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
                                               for v in s.voters) for s in sets)
 

@@ -133,8 +133,7 @@ class MembershipChecks:
     def _decode(self, value: bytes) -> VoterSet:
         found = self.sets.get(value)
         if found is None:
-            record, _ = m.VotersRecord.decode(memoryview(value), 0, 0)
-            found = self.sets[value] = VoterSet.from_record(record)
+            found = self.sets[value] = VoterSet.from_value(value)
         return found
 
     def check(self, sim, sn, g, group) -> None:

@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from kraftd.protocol.records import build_batch, patch_base_offset
-from kraftd.quorum.raft.voter_set import Voter, VoterSet, control_value, voters_batch
+from kraftd.protocol.control_records import control_value
+from kraftd.quorum.raft.voter_set import Voter, VoterSet, voters_batch
 from kraftd.storage import FileLog, MemoryLog
 from kraftd.storage.voter_set_cache import VOTER_SET_CHECKPOINT_FILE, VoterSetCache
 
@@ -117,7 +118,7 @@ def test_the_cache_alone():
 
 
 def test_a_voters_value_is_what_the_batch_holds():
-    value = control_value(messages.VotersRecord, A.to_record())
+    value = control_value(A.to_record())
     record, end = messages.VotersRecord.decode(memoryview(value), 0, 0)
     assert end == len(value) and VoterSet.from_record(record) == A
 
