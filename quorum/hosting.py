@@ -28,6 +28,13 @@ from .topics import Topic, TopicCreating, TopicError, TopicRegistry
 log = logging.getLogger(__name__)
 
 
+def starting_voters(info, node_id: int) -> list[int]:
+    """The voters a new replica of partition `info` starts from: its replicas before the move
+    under way (the group adds this node once it has caught up), else its replicas. Once the
+    replica has fetched the log's VotersRecords, they say who the voters are."""
+    return info.original() if info.reassigning else list(info.replicas)
+
+
 class Hosting:
     def __init__(self, config: NodeConfig, storage: NodeStorage, startup: NodeStartup, *,
                  replication: Replication, snapshots: SnapshotCoordination, changes: NodeChanges,
@@ -46,6 +53,10 @@ class Hosting:
         # Partitions the image placed on another directory of this node (KIP-858 Directories):
         # this data dir replaced a lost one, and their groups have a history to catch up with.
         self._placed_elsewhere: set = set()
+        # Partitions with a history that a reassignment moves here: no vote until caught up.
+        self._joining: set = set()
+        # Hosted partitions a reassignment moved away: dropped once our removal commits.
+        self._departing: set = set()
         self.started = False
         self.plane = None  # the MetadataPlane in a cluster
         self.topics = TopicRegistry(config, storage.catalog, storage.open_log, self._make_partition)
@@ -108,13 +119,16 @@ class Hosting:
                 epoch = max(floor - 1, 0) if self.started else floor
             replaced = partition.key in self._placed_elsewhere
             self._placed_elsewhere.discard(partition.key)
+            joining = partition.key in self._joining
+            self._joining.discard(partition.key)
             if replaced:
                 log.warning("%s-%d: placed on another directory of this node: this data dir replaced a lost "
                             "one; no vote until caught up", *partition.key)
-            stored = ElectionState(epoch, may_vote=not (self.rejoining or replaced))
+            stored = ElectionState(epoch, may_vote=not (self.rejoining or replaced or joining))
         self._replication.add_group(partition, voters, stored, now_ms, persist_now=fresh)
         partition.raft = self._replication.groups[partition.key]
-        if fresh and self.plane is not None and voters[0] == self.config.node_id and topic != METADATA_TOPIC:
+        if (fresh and stored.may_vote and self.plane is not None and voters[0] == self.config.node_id
+                and topic != METADATA_TOPIC):
             partition.raft.stand_now(now_ms)  # the preferred leader of a new partition
         return partition
 
@@ -160,19 +174,22 @@ class Hosting:
         self._replication.poll(now_ms)  # a group of one voter leads at once
         return topic
 
-    def create_replicated_topic(self, name: str, topic_id, assignments: list, configs: dict, now_ms: int) -> Topic:
+    def create_replicated_topic(self, name: str, topic_id, assignments: list, configs: dict, now_ms: int,
+                                joined=()) -> Topic:
         """Host this node's replicas of a topic whose placement was decided elsewhere (the
-        metadata image, or the simulation). `assignments[i]` lists partition i's voters. None
+        metadata image, or the simulation). `assignments[i]` lists partition i's voters;
+        `joined`, partitions hosted here though not among them (a move to this node). None
         while its logs are being opened off the loop (log_opening.py)."""
         self._changes.now_ms = now_ms
         if self._opening is not None:
             if self._opening.busy(name):
                 return None  # an older topic's cancelled job is out: logs_opened reconciles again
             self._opening.start(self.topics.reserve(name, len(assignments), configs, topic_id=topic_id,
-                                                    assignments=assignments))
+                                                    assignments=assignments, joined=joined))
             return None
         with self._epoch_floor_fixed():
-            topic = self.topics.create(name, len(assignments), configs, topic_id=topic_id, assignments=assignments)
+            topic = self.topics.create(name, len(assignments), configs, topic_id=topic_id, assignments=assignments,
+                                       joined=joined)
         self._replication.poll(now_ms)
         return topic
 
@@ -257,19 +274,91 @@ class Hosting:
                     self.delete_topic(local.name)
                     changed = True
                 continue
-            if local is not None or not any(me in p.replicas for p in info.partitions.values()):
+            if local is not None:
+                if isinstance(local, Topic):
+                    changed |= self._reconcile_partitions(local, info, now_ms)
+                continue
+            if not any(me in p.replicas for p in info.partitions.values()):
                 continue
             stale = self.topics.get(info.name) or self.topics.pending(info.name)
             if stale is not None and stale.name != METADATA_TOPIC:
                 self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
-            assignments = [info.partitions[i].replicas for i in range(len(info.partitions))]
+            parts = [info.partitions[i] for i in range(len(info.partitions))]
+            assignments = [starting_voters(p, me) for p in parts]
+            joined = [i for i, p in enumerate(parts) if me in p.replicas and me not in assignments[i]]
             mine = self._replication.directory_id
             self._placed_elsewhere |= {(info.name, i) for i, p in info.partitions.items()
                                        if p.directory_of(me) not in (None, mine)}
-            self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms)
+            self._joining |= {(info.name, i) for i, p in info.partitions.items() if me in p.adding}
+            self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms,
+                                         joined=joined)
             changed = True
         if changed:  # (a file write: only when what we host changed)
             self._catalog.set_metadata_offset(machine.applied_offset)
+
+    # -- a reassignment moves single partitions here or away (KIP-455) -----------------------------
+    def _reconcile_partitions(self, topic: Topic, info, now_ms: int) -> bool:
+        """A hosted topic whose partitions' replicas changed: host those that list this node
+        now (joining as an observer, with no vote until caught up), and mark those that no
+        longer do: each goes once its group's committed voters no longer hold this node
+        (`drop_departed`). True if what we host changed."""
+        me = self.config.node_id
+        changed = False
+        for index, p in sorted(info.partitions.items()):
+            if not 0 <= index < len(topic.partitions):
+                continue
+            hosted = topic.partitions[index] is not None
+            if me in p.replicas and not hosted:
+                self._departing.discard((topic.name, index))
+                self._joining.add((topic.name, index))
+                with self._epoch_floor_fixed():
+                    self.topics.host_partition(topic, index, starting_voters(p, me))
+                log.info("%s-%d: hosted here from now on (replicas %s), as an observer until added",
+                         topic.name, index, p.replicas)
+                changed = True
+            elif me not in p.replicas and hosted:
+                self._departing.add((topic.name, index))
+            elif me in p.replicas:
+                self._departing.discard((topic.name, index))
+        if changed:
+            self._replication.poll(now_ms)
+        return changed
+
+    def drop_departed(self, now_ms: int) -> None:
+        """Drop the partitions that moved away, once the removal of this node from the group's
+        voters has committed (the voters that stay hold everything committed): the group stops
+        and the log's files go."""
+        if not self._departing:
+            return
+        image = self.plane.image
+        for key in sorted(self._departing):
+            name, index = key
+            topic = self.topics.get(name)
+            partition = topic.partitions[index] if topic is not None and index < len(topic.partitions) else None
+            info = image.topic(name)
+            p = info.partitions.get(index) if info is not None and info.topic_id == topic.topic_id else None
+            if partition is None or p is None:
+                self._departing.discard(key)
+                continue
+            group = partition.raft
+            changed_at = group.log_voters.offset()
+            if self.config.node_id in p.replicas or group.is_voter or changed_at >= partition.high_watermark:
+                continue  # still wanted, or our removal has not committed yet
+            self._departing.discard(key)
+            self._drop_partition(topic, index, p.replicas)
+            log.info("%s-%d: moved away (replicas %s); its copy here is deleted", name, index, p.replicas)
+
+    def _drop_partition(self, topic: Topic, index: int, replicas) -> None:
+        partition = self.topics.drop_partition(topic, index, replicas)
+        key = partition.key
+        self._replication.remove_group(key)
+        if self._stored_states.pop(key, None) is not None:
+            self._election_store.write({key: None})  # (hosted again later, it starts afresh)
+        self._changes.dirty.pop(key, None)
+        self._snapshots.forget(key)
+        partition.log.discard(remove=False)
+        partition.log.remove_discarded()
+        self._changes.wake([key])
 
     def _apply_config_change(self, name: str, image) -> None:
         """IncrementalAlterConfigs changed a topic's configs in the image: the hosted topic takes

@@ -28,7 +28,9 @@ class LeaderBalancer:
             partition = group.partition
             if not group.is_leader or not partition.replicas or partition is self._plane.partition:
                 continue
-            preferred = partition.replicas[0]
+            topic = image.topics.get(partition.topic_id)
+            info = topic.partitions.get(partition.index) if topic is not None else None
+            preferred = info.replicas[0] if info is not None and info.replicas else partition.replicas[0]
             if (preferred == self._node_id or not image.is_live(preferred)
                     or now_ms < self._handover_after.get(group.key, 0)):
                 continue

@@ -69,6 +69,7 @@ class PendingTopic:
     count: int
     assignments: list | None
     hosted: list[int]  # the partitions with a replica here: the logs to open
+    joined: tuple = ()  # hosted here though not among their voters (catalog TopicInfo.joined)
 
 
 class TopicRegistry:
@@ -86,7 +87,7 @@ class TopicRegistry:
     def load(self) -> None:
         for entry in self._catalog.all():
             config = TopicConfig.resolve(entry.configs, self._config)
-            self._add(entry.name, entry.topic_id, config, entry.partitions, entry.assignments)
+            self._add(entry.name, entry.topic_id, config, entry.partitions, entry.assignments, joined=entry.joined)
 
     def __iter__(self) -> Iterator[Topic]:
         return iter(self._by_name.values())
@@ -121,6 +122,26 @@ class TopicRegistry:
         self._by_id.pop(topic.topic_id, None)
         self._catalog.delete(name)
         return topic
+
+    # -- a reassignment adds or drops one partition here -----------------------------------------
+    def host_partition(self, topic: Topic, index: int, voters) -> Partition:
+        """Host partition `index` of `topic` from now on, its group starting from `voters` (this
+        node joins as an observer when they do not list it). Its log is new and empty."""
+        entry = self._catalog.set_hosted(topic.name, index, voters, joined=self._config.node_id not in voters)
+        partition = self._make_partition(topic.name, index, topic.topic_id,
+                                         self._open_log(topic.name, index, topic.config), topic.config, topic.num,
+                                         list(entry.assignments[index]))
+        topic.partitions[index] = partition
+        return partition
+
+    def drop_partition(self, topic: Topic, index: int, replicas) -> Partition | None:
+        """No longer host partition `index` (it moved away); the caller closes and removes its log."""
+        partition = topic.partitions[index]
+        if partition is None:
+            return None
+        self._catalog.set_hosted(topic.name, index, replicas, joined=False)
+        topic.partitions[index] = None
+        return partition
 
     def explicit_configs(self, name: str) -> dict[str, str]:
         """The configs a topic was given (created with or altered to), without the defaults."""
@@ -158,23 +179,25 @@ class TopicRegistry:
             raise TopicError("INVALID_CONFIG", str(exc)) from None
 
     def create(self, name: str, num_partitions: int, configs: dict, *, topic_id: uuid.UUID | None = None,
-               assignments: list | None = None) -> Topic:
-        """`assignments[i]`: the voters of partition i (default: this node alone)."""
+               assignments: list | None = None, joined=()) -> Topic:
+        """`assignments[i]`: the voters of partition i (default: this node alone); `joined`:
+        partitions hosted here though this node is not among their voters."""
         config = self.validate(name, num_partitions, configs)
         entry = self._catalog.create(name, num_partitions, {k: v for k, v in configs.items() if v is not None},
-                                     topic_id=topic_id, assignments=assignments)
-        return self._add(name, entry.topic_id, config, num_partitions, entry.assignments)
+                                     topic_id=topic_id, assignments=assignments, joined=joined)
+        return self._add(name, entry.topic_id, config, num_partitions, entry.assignments, joined=entry.joined)
 
     # -- creation with the logs opened off the loop ----------------------------------------------
     def reserve(self, name: str, num_partitions: int, configs: dict, *, topic_id: uuid.UUID | None = None,
-                assignments: list | None = None) -> PendingTopic:
+                assignments: list | None = None, joined=()) -> PendingTopic:
         """`create`'s first half: validated and in the catalog; `complete` adds it once the
         logs of `hosted` are open."""
         config = self.validate(name, num_partitions, configs)
         entry = self._catalog.create(name, num_partitions, {k: v for k, v in configs.items() if v is not None},
-                                     topic_id=topic_id, assignments=assignments)
-        hosted = [i for i in range(num_partitions) if self._hosts(name, entry.assignments, i)]
-        pending = PendingTopic(name, entry.topic_id, config, num_partitions, entry.assignments, hosted)
+                                     topic_id=topic_id, assignments=assignments, joined=joined)
+        hosted = [i for i in range(num_partitions) if self._hosts(name, entry.assignments, i, entry.joined)]
+        pending = PendingTopic(name, entry.topic_id, config, num_partitions, entry.assignments, hosted,
+                               entry.joined)
         self._pending[name] = pending
         return pending
 
@@ -190,7 +213,8 @@ class TopicRegistry:
     def complete(self, pending: PendingTopic, logs: dict) -> Topic:
         """`logs`: partition index -> its opened log, for each of `pending.hosted`."""
         del self._pending[pending.name]
-        return self._add(pending.name, pending.topic_id, pending.config, pending.count, pending.assignments, logs)
+        return self._add(pending.name, pending.topic_id, pending.config, pending.count, pending.assignments, logs,
+                         joined=pending.joined)
 
     def drop_pending(self, name: str) -> PendingTopic | None:
         """Deleted before its logs were open (or they failed to open): out of the catalog."""
@@ -199,18 +223,18 @@ class TopicRegistry:
             self._catalog.delete(name)
         return pending
 
-    def _hosts(self, name: str, assignments, index: int) -> bool:
-        return not (assignments and self._config.clustered and self._config.node_id not in assignments[index]
+    def _hosts(self, name: str, assignments, index: int, joined=()) -> bool:
+        return index in joined or not (assignments and self._config.clustered and self._config.node_id not in assignments[index]
                     and name != ALWAYS_HOSTED)
 
     def _add(self, name: str, topic_id: uuid.UUID, config: TopicConfig, count: int, assignments=None,
-             logs: dict | None = None) -> Topic:
+             logs: dict | None = None, *, joined=()) -> Topic:
         self._num += 1
         num = self._num
         partitions = [
             self._make_partition(name, i, topic_id, logs[i] if logs is not None else self._open_log(name, i, config),
                                  config, num, assignments[i] if assignments else None)
-            if self._hosts(name, assignments, i) else None
+            if self._hosts(name, assignments, i, joined) else None
             for i in range(count)
         ]
         topic = Topic(name, topic_id, config, partitions, num=num)

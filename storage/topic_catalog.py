@@ -17,7 +17,7 @@ import threading
 from .atomic_file import atomic_write
 from .background_writes import background_writes
 
-__all__ = ["TopicInfo", "TopicCatalog", "TopicExistsError", "CATALOG_FILE", "META_FILE"]
+__all__ = ["TopicInfo", "TopicCatalog", "TopicExistsError", "CATALOG_FILE", "META_FILE", "hosted"]
 
 CATALOG_FILE = "topics.json"
 META_FILE = "meta.properties"
@@ -34,6 +34,9 @@ class TopicInfo:
     partitions: int
     configs: dict = field(default_factory=dict)
     assignments: tuple | None = None  # per partition, its replicas (Raft voters); None: this node alone
+    # Partitions this node hosts though it is not among their assignment's voters: it joined
+    # them in a reassignment, as an observer until the group adds it (its log then says so).
+    joined: tuple = ()
 
 
 class TopicCatalog:
@@ -55,11 +58,12 @@ class TopicCatalog:
                     self._topics[name] = TopicInfo(
                         name, uuid.UUID(t["topic_id"]), int(t["partitions"]), dict(t["configs"]),
                         tuple(tuple(a) for a in assignments) if assignments else None,
+                        tuple(t.get("joined", ())),
                     )
 
     def create(
         self, name: str, partitions: int, configs: dict | None = None, topic_id: uuid.UUID | None = None,
-        assignments=None,
+        assignments=None, joined=(),
     ) -> TopicInfo:
         if name in self._topics:
             raise TopicExistsError(name)
@@ -68,7 +72,7 @@ class TopicCatalog:
         if assignments is not None and len(assignments) != partitions:
             raise ValueError("one replica list per partition")
         info = TopicInfo(name, topic_id or _random_topic_id(), partitions, dict(configs or {}),
-                         tuple(tuple(a) for a in assignments) if assignments else None)
+                         tuple(tuple(a) for a in assignments) if assignments else None, tuple(sorted(joined)))
         self._topics[name] = info
         self._save()
         return info
@@ -81,6 +85,7 @@ class TopicCatalog:
             old.partitions if partitions is None else partitions,
             old.configs if configs is None else dict(configs),
             old.assignments,
+            old.joined,
         )
         self._topics[name] = info
         self._save()
@@ -91,7 +96,15 @@ class TopicCatalog:
         old = self._topics[name]
         if len(assignments) != old.partitions:
             raise ValueError("one replica list per partition")
-        info = TopicInfo(name, old.topic_id, old.partitions, old.configs, tuple(tuple(a) for a in assignments))
+        info = TopicInfo(name, old.topic_id, old.partitions, old.configs, tuple(tuple(a) for a in assignments),
+                         old.joined)
+        self._topics[name] = info
+        self._save()
+        return info
+
+    def set_hosted(self, name: str, index: int, voters, joined: bool) -> TopicInfo:
+        """Partition `index` of a cluster topic changed here in a reassignment (see `hosted`)."""
+        info = hosted(self._topics[name], index, voters, joined)
         self._topics[name] = info
         self._save()
         return info
@@ -153,13 +166,26 @@ class TopicCatalog:
             **({"metadata_offset": metadata_offset} if metadata_offset else {}),
             "topics": {
                 t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs,
-                         **({"assignments": [list(a) for a in t.assignments]} if t.assignments else {})}
+                         **({"assignments": [list(a) for a in t.assignments]} if t.assignments else {}),
+                         **({"joined": list(t.joined)} if t.joined else {})}
                 for t in topics.values()
             },
         }
         # Compact: with `indent` json uses its pure-Python encoder, ~11 ms of GIL-holding Python
         # per write at 1,000 topics that the event loop waits behind (bench/README.md, (v)).
         atomic_write(self._path, json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+
+
+def hosted(old: TopicInfo, index: int, voters, joined: bool) -> TopicInfo:
+    """`old` after partition `index` changed here in a reassignment: `voters` are the Raft
+    voters its group starts from, `joined` that this node hosts it without being one of them
+    (it hosts it when either says so)."""
+    assignments = list(old.assignments)
+    assignments[index] = tuple(voters)
+    joined_now = set(old.joined) - {index}
+    if joined:
+        joined_now.add(index)
+    return TopicInfo(old.name, old.topic_id, old.partitions, old.configs, tuple(assignments), tuple(sorted(joined_now)))
 
 
 def _random_topic_id() -> uuid.UUID:

@@ -1,12 +1,12 @@
 """One module per RPC. Each exposes handle(ctx, header, request, now_ms, peer) -> Outcome."""
 from ...protocol import api
 
-from . import (add_raft_voter, allocate_producer_ids, alter_partition, alter_user_scram_credentials, api_versions,
+from . import (add_raft_voter, allocate_producer_ids, alter_partition, alter_partition_reassignments, alter_user_scram_credentials, api_versions,
                begin_quorum_epoch, broker_registration, create_acls, create_topics, delete_acls, delete_groups,
                delete_records, delete_topics, describe_acls, describe_configs, describe_groups, describe_quorum,
                describe_user_scram_credentials, end_quorum_epoch, incremental_alter_configs,
                fetch, fetch_snapshot, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
-               list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
+               list_groups, list_offsets, list_partition_reassignments, metadata, offset_commit, offset_delete, offset_fetch,
                offset_for_leader_epoch, produce, remove_raft_voter, sync_group, update_raft_voter, vote)
 
 HANDLERS = {
@@ -30,6 +30,9 @@ HANDLERS = {
     api.REMOVE_RAFT_VOTER: remove_raft_voter.handle,
     api.UPDATE_RAFT_VOTER: update_raft_voter.handle,
     api.DELETE_TOPICS: delete_topics.handle,
+    # moving partitions between nodes (KIP-455)
+    api.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments.handle,
+    api.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
     api.ALTER_PARTITION: alter_partition.handle,
     api.BROKER_REGISTRATION: broker_registration.handle,
     api.ALLOCATE_PRODUCER_IDS: allocate_producer_ids.handle,

@@ -80,6 +80,22 @@ class PartitionInfo:
     # directory the replica was placed on. A node on another directory is not that replica's
     # voter. Empty: written before directory ids (every replica's directory is unknown).
     directories: list = field(default_factory=list)
+    # A reassignment in progress (KIP-455): `replicas` is the target's, then the replicas
+    # being removed; `adding` are in the target and not in the original set.
+    adding: list = field(default_factory=list)
+    removing: list = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def target(self) -> list[int]:
+        """The replicas the partition moves to (its replicas when it does not move)."""
+        return [r for r in self.replicas if r not in self.removing]
+
+    def original(self) -> list[int]:
+        """The replicas it had before the move (its replicas when it does not move)."""
+        return [r for r in self.replicas if r not in self.adding]
 
     def directory_of(self, node_id: int):
         """The directory id the image holds for `node_id`'s replica, or None if unknown."""
@@ -183,7 +199,8 @@ class MetadataImage:
     def _partition(self, record) -> list[bytes]:
         info = PartitionInfo(record.topic_id, record.partition_id, list(record.replicas), list(record.isr),
                              record.leader, record.leader_epoch, record.partition_epoch,
-                             _directories(record.directories, len(record.replicas)))
+                             _directories(record.directories, len(record.replicas)),
+                             list(record.adding_replicas or ()), list(record.removing_replicas or ()))
         topic = self.topics.get(record.topic_id)
         target = topic.partitions if topic is not None else self._orphans.setdefault(record.topic_id, {})
         target[record.partition_id] = info
@@ -204,6 +221,10 @@ class MetadataImage:
             info.replicas = replicas
         if directories is not None:
             info.directories = _directories(directories, len(info.replicas))
+        if record.adding_replicas is not None:
+            info.adding = list(record.adding_replicas)
+        if record.removing_replicas is not None:
+            info.removing = list(record.removing_replicas)
         if record.leader != LEADER_UNCHANGED:
             info.leader = record.leader
             info.leader_epoch += 1
@@ -285,7 +306,8 @@ class MetadataImage:
 
 def partition_record(info: PartitionInfo):
     return m.PartitionRecord(partition_id=info.index, topic_id=info.topic_id, replicas=list(info.replicas),
-                             isr=list(info.isr), removing_replicas=[], adding_replicas=[], leader=info.leader,
+                             isr=list(info.isr), removing_replicas=list(info.removing),
+                             adding_replicas=list(info.adding), leader=info.leader,
                              leader_epoch=info.leader_epoch, partition_epoch=info.partition_epoch,
                              directories=list(info.directories))
 

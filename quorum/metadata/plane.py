@@ -6,6 +6,7 @@
   image says it is fenced or out of date;
 - reports leadership and ISR of the data partitions it leads (AlterPartition), so Metadata on
   every node can name leaders, epochs and ISRs of partitions it does not host;
+- moves the voters of the groups it leads to the replicas a reassignment names;
 - takes producer-id blocks from the controller (AllocateProducerIds);
 - forwards clients' CreateTopics/DeleteTopics to the controller and parks them until answered.
 """
@@ -29,6 +30,8 @@ from .image import MetadataImage
 from .names import METADATA_KEY, METADATA_TOPIC
 from .partition_reports import alter
 from .producer_id_blocks import allocate
+from .reassignments import completion
+from .replica_moves import move_voters
 from .registration import register
 from .topic_creation import create_request_for, create_topics
 from .voter_listener import VoterListener
@@ -110,7 +113,9 @@ class MetadataPlane:
         self._voter_listener.poll(self, now_ms)
         if now_ms >= self._next_report_ms:
             self._next_report_ms = now_ms + REPORT_INTERVAL_MS
-            self._report_partitions(led_groups(), now_ms)
+            led = list(led_groups())
+            self._move_voters(led, now_ms)
+            self._report_partitions(led, now_ms)
         if self._pid_block is None and not self._pid_requested and self._pid_waiters():
             self._request_producer_ids(now_ms)
 
@@ -212,6 +217,17 @@ class MetadataPlane:
             features=[], rack=None, log_dirs=[self.replication.directory_id])
 
     # -- leadership and ISR reports ---------------------------------------------------------------
+    def _move_voters(self, led_groups, now_ms: int) -> None:
+        """Each led group whose voters are not its image's replicas (a reassignment, or its
+        cancel) takes one step toward them (quorum/metadata/replica_moves.py)."""
+        image = self.image
+        for group in led_groups:
+            partition = group.partition
+            topic = image.topics.get(partition.topic_id)
+            info = topic.partitions.get(partition.index) if topic is not None else None
+            if info is not None:
+                move_voters(group, info, now_ms)
+
     def _report_partitions(self, led_groups, now_ms: int) -> None:
         if self._reporting:
             return
@@ -224,8 +240,9 @@ class MetadataPlane:
             if info is None:
                 continue
             isr = self.isr_of(group, now_ms)
-            if info.leader == self.node_id and info.leader_epoch == group.epoch and sorted(info.isr) == isr:
-                continue
+            if (info.leader == self.node_id and info.leader_epoch == group.epoch and sorted(info.isr) == isr
+                    and completion(image, info, isr) is None):
+                continue  # (a report that ends a move is sent until the move has ended)
             changes.append((partition, group.epoch, isr, info.partition_epoch))
         if not changes:
             return

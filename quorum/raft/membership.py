@@ -68,7 +68,7 @@ def propose_remove_voter(group: RaftGroup, node_id: int, directory_id, now_ms: i
     if blocked:
         return blocked, -1
     voters = group.voter_set
-    if not voters.is_voter(node_id, directory_id) or directory_id is None:
+    if not voters.is_voter(node_id, directory_id):
         return VOTER_NOT_FOUND, -1
     if len(voters.voters) == 1:
         return INVALID_REQUEST, -1

@@ -14,7 +14,7 @@ from kraftd.storage import MemoryLog, cleaning
 from kraftd.storage.file_log import FileLog
 from kraftd.storage.segment import segment_path
 from kraftd.storage.snapshots import SnapshotStore
-from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo
+from kraftd.storage.topic_catalog import TopicExistsError, TopicInfo, hosted
 
 from .invariants import Violation
 
@@ -28,11 +28,16 @@ class MemoryTopicCatalog:
     def set_metadata_offset(self, offset: int) -> None:
         self.metadata_offset = offset
 
-    def create(self, name, partitions, configs=None, topic_id=None, assignments=None) -> TopicInfo:
+    def create(self, name, partitions, configs=None, topic_id=None, assignments=None, joined=()) -> TopicInfo:
         if name in self._topics:
             raise TopicExistsError(name)
         info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs or {}),
-                         tuple(tuple(a) for a in assignments) if assignments else None)
+                         tuple(tuple(a) for a in assignments) if assignments else None, tuple(sorted(joined)))
+        self._topics[name] = info
+        return info
+
+    def set_hosted(self, name, index, voters, joined: bool) -> TopicInfo:
+        info = hosted(self._topics[name], index, voters, joined)
         self._topics[name] = info
         return info
 
