@@ -12,7 +12,7 @@ import sys
 
 from kraftd import __version__
 
-COMMANDS = ["serve", "dump-log", "snapshot", "quorum", "verify", "pipeline"]
+COMMANDS = ["serve", "dump-log", "snapshot", "quorum", "cluster", "verify", "pipeline"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from ..storage.meta_properties import uuid_from_kafka, uuid_to_kafka
+from .admin_calls import AdminCallError, call_until_done, servers_of
 from .quorum import METADATA_PARTITION, DescribeError, _route, describe
-
-RETRIED = ("REQUEST_TIMED_OUT", "NOT_CONTROLLER", "NOT_LEADER_OR_FOLLOWER")
 
 
 def register(sub) -> None:
@@ -38,7 +36,7 @@ def register(sub) -> None:
         p.set_defaults(run=run_add if name == "add-voter" else run_remove)
 
 
-class VoterChangeError(Exception):
+class VoterChangeError(AdminCallError):
     pass
 
 
@@ -47,7 +45,7 @@ def add_voter(bootstrap: str, node_id: int, *, timeout: float = 60.0) -> str:
     from kraftd.protocol import api
     from kraftd.protocol import messages as m
 
-    servers = _servers(bootstrap)
+    servers = servers_of(bootstrap)
     description = describe(bootstrap, *METADATA_PARTITION, timeout=min(timeout, 30.0))
     if any(v.replica_id == node_id for v in description.voters):
         raise VoterChangeError(f"node {node_id} is a voter already")
@@ -72,7 +70,7 @@ def remove_voter(bootstrap: str, node_id: int, directory_id: str | None = None, 
     from kraftd.protocol import api
     from kraftd.protocol import messages as m
 
-    servers = _servers(bootstrap)
+    servers = servers_of(bootstrap)
     description = describe(bootstrap, *METADATA_PARTITION, timeout=min(timeout, 30.0))
     if directory_id is None:
         voter = next((v for v in description.voters if v.replica_id == node_id), None)
@@ -87,40 +85,11 @@ def remove_voter(bootstrap: str, node_id: int, directory_id: str | None = None, 
     return directory_id
 
 
-def _servers(bootstrap: str) -> list[str]:
-    servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
-    if not servers:
-        raise VoterChangeError("no bootstrap server given")
-    return servers
-
-
 def _send_until_done(servers: list[str], api_key: int, request, timeout: float) -> None:
-    from kraftd.client import WireClient
-    from kraftd.protocol.errors import ErrorCode
-
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while True:
-        for server in servers:
-            try:
-                client = WireClient(server, client_id="kraftd-quorum-voters", timeout=min(timeout, 35.0))
-                try:
-                    response = client.request(api_key, 0, request)
-                finally:
-                    client.close()
-            except OSError as e:
-                last = f"{server}: {e.strerror or e}"
-                continue
-            if response.error_code == 0:
-                return
-            name = ErrorCode(response.error_code).name
-            last = f"{name} from {server}" + (f": {response.error_message}" if response.error_message else "")
-            if name not in RETRIED:
-                raise VoterChangeError(last)
-            break
-        if time.monotonic() >= deadline:
-            raise VoterChangeError(f"gave up after {timeout:g} s: {last}")
-        time.sleep(0.5)
+    try:
+        call_until_done(servers, api_key, request, timeout, client_id="kraftd-quorum-voters")
+    except AdminCallError as e:
+        raise VoterChangeError(str(e)) from None
 
 
 def run_add(args: argparse.Namespace) -> int:
