@@ -191,6 +191,9 @@ class Settings(BaseSettings):
     # replaced disk from the voter it replaced (README, "Replacing a lost disk").
     rejoin: bool = False
     replica_lag_time_max_ms: int = Field(30_000, gt=0)
+    # What a leader sends the replicas a partition move adds, bytes/s over all of them (Kafka's
+    # leader.replication.throttled.rate for the moving replicas); 0: unthrottled.
+    reassignment_throttle_bytes_per_s: int = Field(0, ge=0)
     # Raft timing of every group (the metadata quorum's and each partition's): Kafka's
     # controller.quorum.{election.timeout,fetch.timeout,election.backoff.max,request.timeout,retry.backoff}.ms.
     quorum_election_timeout_ms: int = Field(1000, gt=0)

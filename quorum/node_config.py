@@ -55,6 +55,9 @@ class NodeConfig:
     # {node id: (host, port)} where this node reaches each voter; None: a one-node cluster.
     voters: dict | None = None
     replica_lag_time_max_ms: int = 30_000
+    # What a leader sends the replicas a partition move adds, in bytes/s over all of them (Kafka's
+    # leader.replication.throttled.rate); 0: unthrottled (quorum/move_throttle.py).
+    reassignment_throttle_bytes_per_s: int = 0
     default_replication_factor: int | None = None
     broker_session_timeout_ms: int = 9_000
     # Consumer groups (quorum/groups/settings.py has the rest at Kafka's defaults).

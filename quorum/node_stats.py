@@ -23,7 +23,10 @@ class NodeStats:
         """Exposed as kraftd_<key> by the shell's /metrics (a counter when it ends in _total)."""
         values = {"producer_ids_expired_total": self._housekeeping.producer_ids_expired,
                   "producer_states": self.producer_state_count(),
-                  "parked_requests": len(self._purgatory)}
+                  "parked_requests": len(self._purgatory),
+                  # sent to replicas a partition move adds, and reads the move throttle held back
+                  "reassignment_bytes_total": self._ctx.move_throttle.sent_bytes,
+                  "reassignment_throttled_total": self._ctx.move_throttle.throttled}
         if self._compaction is not None:
             values.update(self._compaction.stats(self.now_ms()))
         return values

@@ -10,6 +10,7 @@ from ...protocol.errors import ErrorCode
 from ..authorizer import AllowEveryone
 from ..fetch_sessions import FetchSessionCache
 from ..limits import AutoCreateLimiter, Refusals
+from ..move_throttle import MoveThrottle
 from ..node_config import NodeConfig
 from ..purgatory import Purgatory
 from ..topics import Topic, TopicRegistry
@@ -45,8 +46,12 @@ class HandlerContext:
     wall: WallClock = field(default_factory=WallClock)  # timestamps; timers use now_ms
     # Who may do what (quorum/authorizer.py): AclAuthorizer with authorizer = "acl".
     authorizer: object = field(default_factory=AllowEveryone)
+    # What this node sends replicas a partition move adds (reassignment_throttle_bytes_per_s).
+    move_throttle: MoveThrottle | None = None
 
     def __post_init__(self) -> None:
+        if self.move_throttle is None:
+            self.move_throttle = MoveThrottle(self.config.reassignment_throttle_bytes_per_s)
         if self.auto_creates is None:
             c = self.config
             self.auto_creates = AutoCreateLimiter(c.auto_create_topics_rate, c.auto_create_topics_burst,

@@ -34,6 +34,7 @@ def handle(ctx, header, request, now_ms, peer):
         read_committed=request.isolation_level == READ_COMMITTED,
         response_max_bytes=request.max_bytes if request.max_bytes > 0 else NO_LIMIT,
         leader_id=ctx.node_id, replica_id=replica_id, now_ms=now_ms,
+        throttle=ctx.move_throttle if replica_id >= 0 else None,
     )
     if replica_id >= 0 and ctx.replication is not None:
         ctx.replication.on_follower_fetch_request(replica_id, request, version, now_ms)  # check-quorum hears it

@@ -42,6 +42,7 @@ class FetchLimits:
     leader_id: int
     replica_id: int = -1
     now_ms: int = 0
+    throttle: object = None  # quorum/move_throttle.MoveThrottle: replicas' fetches only
 
 
 def read_partitions(fetches: list[PartitionFetch], limits: FetchLimits) -> tuple[list, int, bool]:
@@ -105,9 +106,18 @@ def _read_one(fetch: PartitionFetch, limits: FetchLimits, remaining: int, min_on
     budget = min(fetch.max_bytes, remaining)
     if fetch.fetch_offset == upper or (budget <= 0 and not min_one_batch):
         return _data(fetch, partition, limits, EMPTY), 0, False
+    throttle = limits.throttle
+    if throttle is not None and throttle.applies(partition, limits.replica_id):
+        budget = throttle.budget(limits.now_ms, budget)  # a replica a move adds: held to the throttle
+        if budget <= 0:
+            return _data(fetch, partition, limits, EMPTY), 0, False
+    else:
+        throttle = None
     result = log.read(fetch.fetch_offset, budget, max_offset=upper, min_one_batch=min_one_batch)
     # Like Kafka, one partition's data comes from a single segment.
     records = result.regions[0] if result.regions else EMPTY
+    if throttle is not None:
+        throttle.spend(len(records))
     return _data(fetch, partition, limits, records), len(records), False
 
 

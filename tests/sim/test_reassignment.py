@@ -158,3 +158,36 @@ def test_bad_targets_are_refused():
         assert out.responses[0].partitions[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT, target
     out = _reassign(sim, answers, 1, 13, "nope", [1, 2, 3])
     assert out.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _move_time(seed: int, throttle_bytes_per_s: int) -> tuple[int, int]:
+    """(virtual ms from the move's start until it ended, bytes the leader counted as sent to the
+    joining replica) for a partition of ~40 KB moving to node 4."""
+    from kraftd.quorum.move_throttle import MoveThrottle
+
+    sim, answers = _cluster(seed)
+    for sn in sim.nodes.values():
+        sn.node._ctx.move_throttle = MoveThrottle(throttle_bytes_per_s)
+    _create(sim, answers, "t", [1, 2, 3])
+    topic_id = sim.nodes[1].node.plane.image.topic("t").topic_id
+    producer = Producer("p", 9, -1, [("t", topic_id, [(1, 2, 3)])], sim.rng, every_ms=5)
+    sim.clients["p"] = producer
+    sim.at(sim.now, "client", "p")
+    _run_until(sim, lambda: _leader(sim, "t")[1] is not None
+               and _leader(sim, "t")[1].partition.high_watermark > 600, 20_000)
+    producer.active = False
+    sim.run_until(sim.now + 500)
+    start = sim.now
+    out = _reassign(sim, answers, 1, 10, "t", [1, 2, 4])
+    assert out.responses[0].partitions[0].error_code == 0
+    _run_until(sim, lambda: _moved(sim, "t", [1, 2, 4]), 120_000)
+    sent = sum(sn.node._ctx.move_throttle.sent_bytes for sn in sim.nodes.values())
+    return sim.now - start, sent
+
+
+def test_the_move_throttle_bounds_the_bytes_a_joining_replica_is_sent_per_second():
+    fast_ms, size = _move_time(24, 0)
+    slow_ms, throttled_size = _move_time(24, 4000)
+    assert size > 20_000 and throttled_size >= size
+    # At 4000 B/s the bytes take at least (size - the first second's bucket) / rate.
+    assert slow_ms >= (size - 4000) * 1000 // 4000 > 3 * fast_ms, (fast_ms, slow_ms, size)
