@@ -1,5 +1,6 @@
 """`kraftd cluster reassign`: move partitions between nodes (KIP-455), like Kafka's
-`kafka-reassign-partitions`, with its JSON plan.
+`kafka-reassign-partitions`, with its JSON plan (rebalance and decommission:
+kraftd/commands/cluster_balance.py).
 
     kraftd cluster reassign --bootstrap-server HOST:PORT --plan plan.json [--verify | --cancel]
 
@@ -16,6 +17,7 @@ replicas). Any node will do as a bootstrap server: it forwards the request to th
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 
@@ -25,7 +27,7 @@ IN_PROGRESS = 3
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("cluster", help="move partitions between nodes (kafka-reassign-partitions)",
+    p = subparsers.add_parser("cluster", help="move partitions between nodes: reassign, rebalance, decommission",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     r = sub.add_parser("reassign", help="execute, verify or cancel a reassignment plan")
@@ -36,6 +38,8 @@ def register(subparsers) -> None:
     what.add_argument("--cancel", action="store_true", help="cancel the plan's moves in progress")
     r.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (default 60)")
     r.set_defaults(run=run_reassign)
+    # rebalance and decommission build on this module's calls: loaded by name (a cycle otherwise).
+    importlib.import_module("kraftd.commands.cluster_balance").register(sub)
 
 
 class PlanError(Exception):

@@ -58,6 +58,19 @@ def metadata(address: str, topics: list[str] | None = None, timeout: float = 10.
             tuple(p.replica_nodes), tuple(p.isr_nodes)) for p in t.partitions}) for t in r.topics})
 
 
+def led_partitions(address: str, topics: list[str]) -> dict | None:
+    """{(topic, partition): replicas} once the node's Metadata has every partition of `topics`
+    with a leader; None before (a topic its image has not replayed yet, a leader not elected)."""
+    view = metadata(address, topics)
+    out = {}
+    for name in topics:
+        error, partitions = view.topics.get(name, (3, {}))
+        if error or not partitions or any(p.leader < 0 for p in partitions.values()):
+            return None
+        out.update({(name, i): list(p.replicas) for i, p in partitions.items()})
+    return out
+
+
 def samples(cluster: KraftdCluster, node: int) -> dict[tuple, float]:
     """Node's /metrics: {(name, sorted label pairs): value}."""
     return scrape_samples(cluster.process(node).metrics_port)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.cluster.support import metadata, wait_cluster_ready
+from tests.cluster.support import led_partitions, metadata, wait_cluster_ready
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
@@ -91,9 +91,8 @@ def test_every_replica_moves_off_a_node_under_load(tmp_path):
         wait_cluster_ready(cluster, 30)
         wait_until(lambda: len(metadata(cluster.node(1)).brokers) == 4, 30, "four registered brokers")
         cluster.create_topic(TOPIC, PARTITIONS, 3)
-        before = wait_until(lambda: _replicas(cluster, 2) if all(
-            p.leader >= 0 for p in metadata(cluster.node(2), [TOPIC]).partitions(TOPIC).values()) else None,
-            30, "leaders for the topic")
+        wait_until(lambda: led_partitions(cluster.node(2), [TOPIC]), 30, "leaders for the topic")
+        before = _replicas(cluster, 2)
         plan = {"version": 1, "partitions": [
             {"topic": TOPIC, "partition": i,
              "replicas": [r if r != 1 else next(n for n in (2, 3, 4) if n not in rs) for r in rs]}
@@ -148,7 +147,8 @@ def test_the_java_admin_and_raw_frames_reassign_list_and_cancel(tmp_path):
         wait_cluster_ready(cluster, 30)
         wait_until(lambda: len(metadata(cluster.node(1)).brokers) == 4, 30, "four registered brokers")
         cluster.create_topic(TOPIC, 2, 2)
-        before = wait_until(lambda: _replicas(cluster, 1), 30, "the topic's metadata")
+        wait_until(lambda: led_partitions(cluster.node(1), [TOPIC]), 30, "leaders for the topic")
+        before = _replicas(cluster, 1)
         controller = metadata(cluster.node(1)).controller_id
         through = next(i for i in cluster.ids if i != controller)
 

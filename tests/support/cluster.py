@@ -30,12 +30,14 @@ CLUSTER_SECRET = "kraftd-test-cluster-secret"
 
 class KraftdCluster:
     def __init__(self, tmp_path, nodes: int = 3, *, proxies: bool = False, extra_args=(), env: dict | None = None,
-                 voters: bool = True, voter_ids=None) -> None:
+                 voters: bool = True, voter_ids=None, started=None) -> None:
         """voters=False starts each node without --voters (a standalone server, for nodes=1);
-        voter_ids: the metadata quorum's voters (default: every node); the others join as brokers."""
+        voter_ids: the metadata quorum's voters (default: every node); the others join as brokers;
+        started: the nodes `with` starts (default: every node; `start(i)` starts the others)."""
         self.tmp_path = Path(tmp_path)
         self.ids = list(range(1, nodes + 1))
         self.voter_ids = list(voter_ids) if voter_ids is not None else list(self.ids)
+        self._started_first = list(started) if started is not None else list(self.ids)
         self._proxies: dict[tuple[int, int], TcpProxy] = {}
         with ExitStack() as reserved:
             # Held until the proxies are bound, so no proxy takes a node's port (bind(0) does not
@@ -183,7 +185,8 @@ class KraftdCluster:
     # -- lifetime ----------------------------------------------------------------------------
     def __enter__(self) -> "KraftdCluster":
         try:
-            self.start_all()
+            for i in self._started_first:
+                self.start(i)
         except BaseException:
             self.close()
             raise
