@@ -358,6 +358,8 @@ class Hosting:
         self._snapshots.forget(key)
         partition.log.discard(remove=False)
         partition.log.remove_discarded()
+        if all(p is None for p in topic.partitions):
+            self.topics.delete(topic.name)  # none of it is hosted here now (back if a move returns)
         self._changes.wake([key])
 
     def _apply_config_change(self, name: str, image) -> None:

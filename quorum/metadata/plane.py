@@ -69,6 +69,7 @@ class MetadataPlane:
         self._voter_listener = VoterListener()  # our listener in the VotersRecord (UpdateRaftVoter)
         self._next_registration_ms = 0
         self._reported: dict = {}            # partition key -> (epoch, isr) last sent
+        self._adding_since: dict = {}        # (partition key, node) -> when we saw it to be added
         self._reporting = False
         self._pid_block: tuple[int, int] | None = None   # [next, end)
         self._pid_requested = False
@@ -226,7 +227,10 @@ class MetadataPlane:
             topic = image.topics.get(partition.topic_id)
             info = topic.partitions.get(partition.index) if topic is not None else None
             if info is not None:
-                move_voters(group, info, now_ms)
+                move_voters(group, info, now_ms, self._adding_since)
+        if self._adding_since:
+            led = {g.key for g in led_groups}
+            self._adding_since = {k: t for k, t in self._adding_since.items() if k[0] in led}
 
     def _report_partitions(self, led_groups, now_ms: int) -> None:
         if self._reporting:

@@ -6,9 +6,13 @@ the partition as observers and fetch (quorum/hosting.py). Each time the leader r
 changes its group's voters one step toward the target, with the group's own change rules
 (quorum/raft/membership.py: one change at a time, a new voter only once caught up):
 
-1. add the target's replicas that are not voters, in the target's order;
+1. add the target's replicas that are not voters, in the target's order, each keyed by the
+   directory its fetches come from;
 2. then remove the voters not in the target, itself last (it resigns once that commits, and
    its EndQuorumEpoch hands the leadership to the voters that stay).
+
+A voter whose node fetches from another directory than the one it was added with (its disk was
+replaced) is removed first, and added again, with its new directory, once caught up.
 
 Adding first keeps the group at its replication factor or above throughout. The same steps undo
 a cancelled move, whose target is the original replicas again.
@@ -23,19 +27,40 @@ from ..raft.voter_set import Voter
 log = logging.getLogger(__name__)
 
 
-def move_voters(group, info, now_ms: int) -> bool:
-    """One step of `group`'s voters toward `info`'s target; True if a change was appended."""
+def move_voters(group, info, now_ms: int, adding_since: dict) -> bool:
+    """One step of `group`'s voters toward `info`'s target; True if a change was appended.
+    `adding_since` {(group key, node): ms}: when this leader first saw each node to add (its
+    progress counts from then on; the caller keeps it across steps)."""
     target = info.target()
+    progress = getattr(group.role, "progress", None)
+    if progress is not None:
+        # A node that holds no replica here forgets its progress: a copy it deleted must not
+        # count as caught up if the node is added again.
+        for node in [n for n in progress.observers if n not in info.replicas]:
+            del progress.observers[node]
+    for key in [k for k in adding_since if k[0] == group.key and k[1] not in info.adding]:
+        del adding_since[key]  # (added, or the move ended: a later move counts afresh)
+    for node in info.adding:
+        adding_since.setdefault((group.key, node), now_ms)
     voters = group.voter_set
     if set(voters.ids) == set(target) or change_blocked(group):
         return False
     env = group.env
+    for v in voters.voters:
+        heard = env.follower_directory(v.node_id)
+        if (v.node_id in target and v.node_id != group.node_id and v.directory_id is not None
+                and heard is not None and heard != v.directory_id):
+            # The voter's disk was replaced (it fetches from another directory, KIP-853): its old
+            # directory goes, and step 1 adds the new one once it has caught up.
+            error, _ = propose_remove_voter(group, v.node_id, v.directory_id, now_ms)
+            return not error
     for node in target:
         if voters.get(node) is None:
             directory = env.follower_directory(node) or info.directory_of(node)
             if directory is None:
                 return False  # not heard from yet
-            error, _ = propose_add_voter(group, Voter(node, directory), now_ms)
+            since = adding_since.get((group.key, node), -1)
+            error, _ = propose_add_voter(group, Voter(node, directory), now_ms, fetched_since_ms=since)
             return not error  # (an observer not caught up yet: the next report tries again)
     leaving = sorted((v for v in voters.voters if v.node_id not in target),
                      key=lambda v: (v.node_id == group.node_id, v.node_id))

@@ -49,7 +49,9 @@ def change_blocked(group: RaftGroup) -> int:
     return NONE
 
 
-def propose_add_voter(group: RaftGroup, voter: Voter, now_ms: int) -> tuple[int, int]:
+def propose_add_voter(group: RaftGroup, voter: Voter, now_ms: int, fetched_since_ms: int = -1) -> tuple[int, int]:
+    """`fetched_since_ms`: the caught-up fetch must have come at or after then (a partition move:
+    since the node was to be added, not from a copy it had before and has deleted since)."""
     blocked = change_blocked(group)
     if blocked:
         return blocked, -1
@@ -58,7 +60,7 @@ def propose_add_voter(group: RaftGroup, voter: Voter, now_ms: int) -> tuple[int,
         return DUPLICATE_VOTER, -1
     if voter.directory_id is None:
         return INVALID_REQUEST, -1
-    if not new_voter_caught_up(group, voter) and not group.env.bugs.voter_counted_before_caught_up:
+    if not new_voter_caught_up(group, voter, fetched_since_ms) and not group.env.bugs.voter_counted_before_caught_up:
         return REQUEST_TIMED_OUT, -1
     return NONE, _append(group, voters.with_voter(voter), now_ms)
 
@@ -109,11 +111,14 @@ def maybe_record_voters(group: RaftGroup, endpoints: dict, now_ms: int) -> bool:
     return True
 
 
-def new_voter_caught_up(group: RaftGroup, voter: Voter) -> bool:
-    """An observer fetching from `voter`'s directory whose fetch offset reached our HW."""
+def new_voter_caught_up(group: RaftGroup, voter: Voter, fetched_since_ms: int = -1) -> bool:
+    """An observer fetching from `voter`'s directory whose fetch offset reached our HW (in a
+    fetch at or after `fetched_since_ms`)."""
     progress = group.role.progress
     p = progress.observers.get(voter.node_id)
     if p is None or group.env.follower_directory(voter.node_id) != voter.directory_id:
+        return False
+    if p.last_fetch_ms < fetched_since_ms:
         return False
     return p.end_offset >= group.partition.high_watermark
 

@@ -181,6 +181,8 @@ class Simulation:
         self.disks_made = 0
         self.nodes = {i: SimNode(self, i) for i in range(1, nodes + 1)}
         self._metadata_voter_sets = [tuple(self.nodes)]
+        self._dynamic_voter_sets: dict = {}  # topic -> (topic id, the sets last seen), see voter_sets
+        self._decoded_voters: dict = {}      # a VotersRecord's value -> its voter ids
         self.coverage["drifting clocks"] = sum(sn.clock_rate != 1.0 for sn in self.nodes.values())
         self.topics = []
         self.topic_configs: dict = {}
@@ -249,12 +251,46 @@ class Simulation:
             value = log.voter_sets.value_at(hw - 1)
             sets = [leader.voters]
             if value is not None:
-                sets.append(VoterSet.from_value(value).ids)
+                sets.append(self._voter_ids(value))
             self._metadata_voter_sets = sets
         return self._metadata_voter_sets
 
+    def _voter_ids(self, value) -> tuple:
+        """The voter ids of a VotersRecord's value, decoded once."""
+        key = bytes(value)
+        ids = self._decoded_voters.get(key)
+        if ids is None:
+            ids = self._decoded_voters[key] = VoterSet.from_value(key).ids
+        return ids
+
+    def voter_sets(self, topic: str, hw: int | None = None) -> list | None:
+        """The voter sets a group's HW (default: its newest leader's) may have moved under, once
+        its voters are dynamic (KIP-853: the metadata quorum's, a partition a move changed): the
+        one in force at the HW and the newest in the newest leader's log; the last seen while
+        no node leads. None: the group's voters are static (`voters_of`)."""
+        if topic == METADATA_TOPIC:
+            return self.metadata_voter_sets(hw)
+        topic_id = self.topic_id_of(topic)
+        leader = None
+        for sn in self.nodes.values():
+            group = sn.node.replication.groups.get((topic, 0)) if sn.node is not None else None
+            if (group is not None and group.is_leader and group.partition.topic_id == topic_id
+                    and (leader is None or group.epoch > leader.epoch)):
+                leader = group
+        if leader is not None and leader.log_voters.offset() >= 0:
+            log = leader.partition.log
+            hw = leader.partition.high_watermark if hw is None else hw
+            value = log.voter_sets.value_at(hw - 1)
+            # (at an HW below the first VotersRecord, the static set was in force)
+            sets = [leader.voters, self._voter_ids(value) if value is not None else leader.log_voters.static.ids]
+            self._dynamic_voter_sets[topic] = (topic_id, sets)
+            return sets
+        known = self._dynamic_voter_sets.get(topic)
+        return known[1] if known is not None and known[0] == topic_id else None
+
     def admin_topics(self) -> dict:
-        """Topics created through the controller and not deleted: name -> replicas (any image)."""
+        """Topics created through the controller and not deleted: name -> replicas (any image;
+        during a move, those before it)."""
         if self._checking and self._admin_topics_at == self.events_run:
             return self._admin_topics
         images = [sn.node.plane.image for sn in self.nodes.values() if sn.node is not None and sn.node.plane]
@@ -266,7 +302,8 @@ class Simulation:
         for image in images:
             for topic in image.topics.values():
                 if topic.name not in out and 0 in topic.partitions and topic.topic_id not in removed:
-                    out[topic.name] = tuple(topic.partitions[0].replicas)
+                    # (during a move: the replicas it had, the voters of a group not changed yet)
+                    out[topic.name] = tuple(topic.partitions[0].original())
                     ids[topic.name] = topic.topic_id
         self._admin_topic_ids = ids
         if self._checking:
@@ -625,8 +662,18 @@ class Simulation:
             committed = leader.partition.log.voter_sets.value_at(leader.partition.high_watermark - 1)
             if committed is not None:
                 sets.append(VoterSet.from_value(committed))
-        return all(len(s.voters) >= 3 and all(v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
-                                              for v in s.voters) for s in sets)
+        if not all(len(s.voters) >= 3 and all(v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
+                                                  for v in s.voters) for s in sets):
+            return False
+        # Likewise every partition group a move made dynamic: its voters each on their disk (a
+        # replaced one re-keyed by the partition's leader already).
+        for sn in self.nodes.values():
+            for group in (sn.node.replication.groups.values() if sn.node is not None else ()):
+                if group.log_voters.offset() >= 0 and group.partition.topic != METADATA_TOPIC and not all(
+                        v.directory_id in (None, self.nodes[v.node_id].disk.directory_id)
+                        for v in group.voter_set.voters if v.node_id in self.nodes):
+                    return False
+        return True
 
     def _on_restart(self, node_id: int, rejoining: bool) -> None:
         sn = self.nodes[node_id]

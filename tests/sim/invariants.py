@@ -366,8 +366,8 @@ class Invariants:
             voters = sim.voters_of(g[0])
             if not voters or self.history_upto.get(g) is None or sim.topic_id_of(g[0]) != g[2]:
                 continue  # (a deleted topic)
-            if g[0] == METADATA_TOPIC:  # a majority of one of the sets the HW may be under (KIP-853)
-                sets = sim.metadata_voter_sets()
+            sets = sim.voter_sets(g[0])
+            if sets:  # a majority of one of the sets the HW may be under (KIP-853)
                 errors = [self._history_on(sim, g, history, c) for c in sets]
                 if all(errors):
                     raise Violation(errors[0])
@@ -445,7 +445,7 @@ class Invariants:
         if admin != self._admin_seen:
             self._admin_seen, self._voters, self._ids = admin, {}, {}
         for g, (hw, batch) in self.committed.items():
-            sets = sim.metadata_voter_sets(hw) if g[0] == METADATA_TOPIC else None
+            sets = sim.voter_sets(g[0], hw)
             voters = tuple(sorted({v for c in sets for v in c})) if sets else self._voters_of(sim, g[0])
             if not voters or self._ids.setdefault(g[0], sim.topic_id_of(g[0])) != g[2]:
                 continue  # a deleted topic
@@ -462,11 +462,11 @@ class Invariants:
                         changed = True
                 if not changed:
                     continue
-            if g[0] == METADATA_TOPIC:  # on a majority of one of the sets it may have committed under
+            if sets:  # on a majority of one of the sets it may have committed under
                 if any(sum(holds.get(v, False) for v in c) * 2 > len(c) for c in sets):
                     continue
             holding = sum(holds.values())
-            if g[0] == METADATA_TOPIC or holding * 2 <= len(voters):
+            if sets or holding * 2 <= len(voters):
                 raise Violation(f"{g}: committed batch {batch[:2]} (HW {hw}) is durable on only {holding} of "
                                 f"{len(voters)} voters: " + "; ".join(_describe(sim.nodes[v], g) for v in voters))
 

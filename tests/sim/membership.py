@@ -23,6 +23,7 @@ from __future__ import annotations
 from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
+from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.raft.voter_set import VoterSet
 
 from .invariants import Violation, _abstains, _header_at
@@ -158,7 +159,7 @@ class MembershipChecks:
             self.added_checked.add((g, offset))
             if (g, offset) not in self.changes_seen:
                 self.changes_seen.add((g, offset))
-                sim.coverage["voter changes"] += 1
+                sim.coverage["voter changes" if g[0] == METADATA_TOPIC else "partition voter changes"] += 1
             previous = sets[-2][1] if len(sets) > 1 else None
             if previous is not None:
                 for v in latest.voters:
@@ -175,8 +176,8 @@ class MembershipChecks:
     @staticmethod
     def _caught_up(sim, g, voter, hw: int, offset: int) -> None:
         node = sim.nodes.get(voter.node_id)
-        if node is None or node.disk.directory_id != voter.directory_id:
-            return
+        if node is None or node.disk.directory_id != voter.directory_id or _abstains(node, g):
+            return  # (a replica that may not vote until caught up: the disk-loss rule covers it)
         log = node.disk.logs.get(g[:2])
         end = log.log_end_offset if log is not None else 0
         if end < hw:

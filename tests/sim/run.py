@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kraftd.protocol import planted
+from kraftd.quorum.metadata.names import METADATA_TOPIC
 from kraftd.quorum.raft.config import BugSwitches
 from kraftd.quorum.raft.group import SafetyViolation
 from kraftd.storage import cleaner
@@ -22,6 +23,7 @@ from .cluster import Simulation
 from .faults import DISK_LOSSES_MAX, FaultRates
 from .invariants import Invariants, Violation
 from .membership import VoterOperator
+from .moves import ReplicaMover
 from .workload import Admin, Consumer, PipelinedProducer, Producer
 
 SAFETY_MS = 12_000
@@ -73,6 +75,10 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
     if operators:
         rates = dataclasses.replace(rates, disk_loss=True)  # replaced disks to re-key
+    # Most five-node seeds move the admin's topics between nodes (KIP-455), likewise drawn apart.
+    moves_rng = random.Random(seed * 37 + 11)
+    if nodes == 5 and moves_rng.random() < 0.7:
+        operators.append(ReplicaMover("mover", moves_rng))
     # Storage's background writes run at once: what a crash leaves must not depend on a thread.
     writes = background_writes()
     inline_before, writes.inline = writes.inline, True
@@ -99,8 +105,10 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         for p in producers + [consumer, admin] + operators:
             sim.clients[p.name] = p
             sim.at(200, "client", p.name)
-        if operators:
+        if any(isinstance(o, VoterOperator) for o in operators):
             sim.coverage["membership seeds"] += 1
+        if any(isinstance(o, ReplicaMover) for o in operators):
+            sim.coverage["move seeds"] += 1
         _schedule_faults(sim, rates, safety_ms)
         sim.run_until(safety_ms)
         # Liveness: heal everything, bring every node back, stop producing new records.
@@ -208,6 +216,9 @@ def _all_groups(sim) -> list:
 
 def _group_converged(sim, topic: str, voters) -> bool:
     key = (topic, 0)
+    if topic != METADATA_TOPIC and any(sn.node is not None and sn.id not in voters
+                                       and sn.node.topics.partition(*key) is not None for sn in sim.nodes.values()):
+        return False  # a replica moved away is still there (its removal has not committed)
     leader = None
     for v in voters:
         sn = sim.nodes[v]
@@ -265,6 +276,7 @@ COVERAGE_REQUIRED = (
     "compacted seeds", "cleaning passes", "tombstones cleaned away", "compacted state checks",
     "crashes in a cleaning swap", "follower appends across a gap",
     "membership seeds", "voter changes", "voters added", "voters removed", "replaced disks re-keyed",
+    "move seeds", "replica moves", "moves cancelled", "partition voter changes",
 )
 
 

@@ -1,0 +1,92 @@
+"""Partition moves in the simulation (issue 25 item 5, KIP-455 over KIP-853): an operator
+reassigns the admin's topics between nodes under every fault, as `kraftd cluster reassign` or
+`rebalance` would, through random nodes (forwarded to the controller):
+
+- it moves a partition that is not moving: one replica replaced by a node outside its replicas
+  (now and then only the order changes: a new preferred leader);
+- it cancels a move in progress now and then.
+
+Each partition's leader then changes its group's voters one at a time (quorum/metadata/
+replica_moves.py); the checks that every change must pass are membership.MembershipChecks' (one
+change in flight, successive sets differing by one voter, a new voter caught up, every HW on a
+majority of the voter sets it may have moved under), and the majority checks of invariants.py
+take a moved group's voter sets as they take the metadata quorum's.
+"""
+from __future__ import annotations
+
+from kraftd.protocol import api
+from kraftd.protocol import messages as m
+from kraftd.protocol.errors import ErrorCode
+
+from .membership import metadata_leader
+from .network import Message
+
+RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+# The view the move came from changed meanwhile: a target node fenced, the topic deleted, the
+# move finished before its cancel.
+STALE = {ErrorCode.INVALID_REPLICA_ASSIGNMENT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+         ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+TIMEOUT_MS = 4500
+
+
+class ReplicaMover:
+    def __init__(self, name: str, rng, every_ms: int = 1100) -> None:
+        self.name = name
+        self.rng = rng
+        self.every_ms = every_ms
+        self.pending: dict = {}   # correlation -> (topic, target or None, sent ms)
+        self.correlation = 0
+        self.active = True
+
+    def tick(self, sim) -> None:
+        for c, (_, _, sent) in list(self.pending.items()):
+            if sim.now - sent >= TIMEOUT_MS:
+                del self.pending[c]
+        if self.active and not self.pending:
+            op = self._choose(sim)
+            if op is not None:
+                self._send(sim, *op)
+        if self.active or self.pending:
+            sim.at(sim.now + self.every_ms, "client", self.name)
+
+    def _choose(self, sim):
+        leader = metadata_leader(sim)
+        if leader is None:
+            return None
+        image = leader.partition.snapshots.machine.image
+        topics = sorted(t.name for t in image.topics.values() if t.name.startswith("a") and 0 in t.partitions)
+        if not topics:
+            return None
+        name = self.rng.choice(topics)
+        info = image.topic(name).partitions[0]
+        if info.reassigning:
+            return (name, None) if self.rng.random() < 0.3 else None
+        replicas = list(info.replicas)
+        if self.rng.random() < 0.1:
+            self.rng.shuffle(replicas)
+            return name, replicas
+        outside = [n for n in sim.nodes if n not in replicas and image.is_live(n)]
+        if not outside:
+            return None
+        replicas[self.rng.randrange(len(replicas))] = self.rng.choice(outside)
+        return name, replicas
+
+    def _send(self, sim, topic: str, target) -> None:
+        self.correlation += 1
+        R = m.AlterPartitionReassignmentsRequest
+        request = R(timeout_ms=3000, topics=[R.ReassignableTopic(name=topic, partitions=[
+            R.ReassignablePartition(partition_index=0, replicas=target)])])
+        self.pending[self.correlation] = (topic, target, sim.now)
+        sim.send(Message(self.name, self.rng.choice(list(sim.nodes)), True, api.ALTER_PARTITION_REASSIGNMENTS, 0,
+                         self.correlation, request))
+
+    def on_response(self, sim, message: Message) -> None:
+        op = self.pending.pop(message.correlation_id, None)
+        if op is None:
+            return
+        body = message.body
+        error = body.error_code or (body.responses[0].partitions[0].error_code if body.responses else 0)
+        if error == 0:
+            sim.coverage["replica moves" if op[1] is not None else "moves cancelled"] += 1
+        elif error not in RETRIABLE and error not in STALE:
+            sim.admin_problems.append(f"move {op[0]} to {op[1]}: unexpected error {error}")
