@@ -42,7 +42,7 @@ ENV = {"KRAFTD_SNAPSHOT_MAX_BYTES_BETWEEN": str(256 * 1024 * 1024),
        "KRAFTD_SNAPSHOT_START_OFFSET_LAG_TIME_MAX_MS": "1000"}
 
 
-def _load(bootstrap: str, keys: int, value_bytes: int, log, partitions: int = PARTITIONS) -> float:
+def _load(bootstrap: str, keys: int, value_bytes: int, log, partitions: int = PARTITIONS, topic: str = TOPIC) -> float:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
@@ -55,7 +55,7 @@ def _load(bootstrap: str, keys: int, value_bytes: int, log, partitions: int = PA
         start = (i * 4099) % (len(pool) - value_bytes)
         while True:
             try:
-                producer.produce(TOPIC, key=b"k%09d" % i, value=pool[start:start + value_bytes],
+                producer.produce(topic, key=b"k%09d" % i, value=pool[start:start + value_bytes],
                                  partition=i % partitions, on_delivery=lambda e, m: e and failed.append(e))
                 break
             except BufferError:

@@ -27,7 +27,8 @@ from bench.common import Context  # noqa: E402
 
 # Bench modules, in run order.  Add a bench: create bench/<name>.py with NAME, run(ctx) and
 # report(result), and list it here.
-BENCHES = ["raw_consume", "clients", "small_requests", "fetch_sessions", "snapshots", "raft_round", "cluster", "rejoin", "pipeline"]
+BENCHES = ["raw_consume", "clients", "small_requests", "fetch_sessions", "snapshots", "raft_round", "cluster", "rejoin", "move",
+           "pipeline"]
 ALL_SYSTEMS = ["kraftd", "tansu", "ceiling"]
 
 

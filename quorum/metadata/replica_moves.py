@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def move_voters(group, info, now_ms: int, adding_since: dict) -> bool:
     """One step of `group`'s voters toward `info`'s target; True if a change was appended.
     `adding_since` {(group key, node): ms}: when this leader first saw each node to add (its
-    progress counts from then on; the caller keeps it across steps)."""
+    fetches count from then on; the caller keeps it across steps)."""
     target = info.target()
     progress = getattr(group.role, "progress", None)
     if progress is not None:
@@ -38,28 +38,28 @@ def move_voters(group, info, now_ms: int, adding_since: dict) -> bool:
         # count as caught up if the node is added again.
         for node in [n for n in progress.observers if n not in info.replicas]:
             del progress.observers[node]
-    for key in [k for k in adding_since if k[0] == group.key and k[1] not in info.adding]:
-        del adding_since[key]  # (added, or the move ended: a later move counts afresh)
-    for node in info.adding:
-        adding_since.setdefault((group.key, node), now_ms)
     voters = group.voter_set
-    if set(voters.ids) == set(target) or change_blocked(group):
-        return False
+    joining = [n for n in target if voters.get(n) is None]  # (a move's new replicas, or a cancel's)
+    for key in [k for k in adding_since if k[0] == group.key and k[1] not in joining]:
+        del adding_since[key]  # (added, or no longer to be: a later move counts afresh)
+    for node in joining:
+        adding_since.setdefault((group.key, node), now_ms)
     env = group.env
-    for v in voters.voters:
-        heard = env.follower_directory(v.node_id)
-        if (v.node_id in target and v.node_id != group.node_id and v.directory_id is not None
-                and heard is not None and heard != v.directory_id):
-            # The voter's disk was replaced (it fetches from another directory, KIP-853): its old
-            # directory goes, and step 1 adds the new one once it has caught up.
-            error, _ = propose_remove_voter(group, v.node_id, v.directory_id, now_ms)
-            return not error
+    replaced = [v for v in voters.voters if v.directory_id is not None and v.node_id != group.node_id
+                and env.follower_directory(v.node_id) not in (None, v.directory_id)]
+    if (set(voters.ids) == set(target) and not replaced) or change_blocked(group):
+        return False
+    if replaced:
+        # A voter's disk was replaced (it fetches from another directory, KIP-853): its old
+        # directory goes, and the step below adds the new one once it has caught up.
+        error, _ = propose_remove_voter(group, replaced[0].node_id, replaced[0].directory_id, now_ms)
+        return not error
     for node in target:
         if voters.get(node) is None:
             directory = env.follower_directory(node) or info.directory_of(node)
             if directory is None:
                 return False  # not heard from yet
-            since = adding_since.get((group.key, node), -1)
+            since = adding_since[(group.key, node)]
             error, _ = propose_add_voter(group, Voter(node, directory), now_ms, fetched_since_ms=since)
             return not error  # (an observer not caught up yet: the next report tries again)
     leaving = sorted((v for v in voters.voters if v.node_id not in target),

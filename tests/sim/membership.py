@@ -180,6 +180,9 @@ class MembershipChecks:
             return  # (a replica that may not vote until caught up: the disk-loss rule covers it)
         log = node.disk.logs.get(g[:2])
         end = log.log_end_offset if log is not None else 0
+        sim.admin_topics()  # (brings sim.removed_topic_ids up to date)
+        if log is None and g[2] in sim.removed_topic_ids:
+            return  # the topic was deleted meanwhile: the node dropped its copy after it caught up
         if end < hw:
             raise Violation(f"{g}: voter {voter.node_id} added at {offset} before it caught up: its log ends at "
                             f"{end}, the leader's HW is {hw}")
@@ -191,6 +194,9 @@ class MembershipChecks:
             return
         if self.hw_checked[key] >= hw or hw <= group.partition.log.log_start_offset:
             return
+        sim.admin_topics()  # (brings sim.removed_topic_ids up to date)
+        if g[2] in sim.removed_topic_ids:
+            return  # deleted: the replicas that replayed the deletion dropped their copies
         self.hw_checked[key] = hw
         target = _header_at(group.partition.log, hw - 1)
         if target is None:
