@@ -1,5 +1,7 @@
 """Which partitions this node hosts, and their Raft groups: made at startup from the catalog, on
 CreateTopics (one node), or as the metadata image assigns them (a cluster); dropped on delete.
+A reassignment (KIP-455) adds single partitions here, joining their groups as observers, and
+drops those moved away once this node's removal from their voters has committed.
 
 A node restarted on an empty data dir may have voted before and forgotten it: its groups with a
 history may not vote or stand until each has caught up with a leader once (the disk-loss rule,
@@ -28,7 +30,7 @@ from .topics import Topic, TopicCreating, TopicError, TopicRegistry
 log = logging.getLogger(__name__)
 
 
-def starting_voters(info, node_id: int) -> list[int]:
+def starting_voters(info) -> list[int]:
     """The voters a new replica of partition `info` starts from: its replicas before the move
     under way (the group adds this node once it has caught up), else its replicas. Once the
     replica has fetched the log's VotersRecords, they say who the voters are."""
@@ -227,9 +229,12 @@ class Hosting:
         logs = self._opening.finish(job, error)
         if logs is not None:
             with self._epoch_floor_fixed():
-                self.topics.complete(pending, logs)
-            if self.plane is not None:  # a config change the image took while the logs opened
+                topic = self.topics.complete(pending, logs)
+            if self.plane is not None:  # a config change or a move the image took while the logs opened
                 self._apply_config_change(pending.name, self.plane.image)
+                info = self.plane.image.topics.get(topic.topic_id)
+                if info is not None:
+                    self._reconcile_partitions(topic, info, now_ms)
             self._replication.poll(now_ms)  # a group of one voter leads at once
         else:
             if error is not None:
@@ -254,12 +259,21 @@ class Hosting:
             # replayed (a snapshot plus part of the log). Acting now would bring back topics
             # deleted since, as empty replicas; wait (the changes keep accumulating).
             return
+        touched_partitions: dict = {}  # topic id -> the indexes whose records changed (None: all)
         if machine.reloaded:
             topic_ids = set(image.topics) | image.removed
             reconfigured = {t.name for t in self.topics}
         else:
-            topic_ids = {uuid.UUID(hex=key.split(b"/")[1].decode()) for key in machine.touched
-                         if key[:2] in (b"t/", b"p/")}
+            topic_ids = set()
+            for key in machine.touched:
+                if key[:2] in (b"t/", b"p/"):
+                    parts = key.split(b"/")
+                    topic_id = uuid.UUID(hex=parts[1].decode())
+                    topic_ids.add(topic_id)
+                    if key[:2] == b"t/":
+                        touched_partitions[topic_id] = None
+                    elif touched_partitions.get(topic_id, ()) is not None:
+                        touched_partitions.setdefault(topic_id, set()).add(int(parts[2]))
             reconfigured = {key.split(b"/")[1].decode() for key in machine.touched if key[:2] == b"c/"}
         machine.touched, machine.reloaded = set(), False
         for name in reconfigured:
@@ -276,7 +290,7 @@ class Hosting:
                 continue
             if local is not None:
                 if isinstance(local, Topic):
-                    changed |= self._reconcile_partitions(local, info, now_ms)
+                    changed |= self._reconcile_partitions(local, info, now_ms, touched_partitions.get(topic_id))
                 continue
             if not any(me in p.replicas for p in info.partitions.values()):
                 continue
@@ -284,12 +298,15 @@ class Hosting:
             if stale is not None and stale.name != METADATA_TOPIC:
                 self.delete_topic(stale.name)  # an older topic of that name, deleted while we were away
             parts = [info.partitions[i] for i in range(len(info.partitions))]
-            assignments = [starting_voters(p, me) for p in parts]
+            assignments = [starting_voters(p) for p in parts]
             joined = [i for i, p in enumerate(parts) if me in p.replicas and me not in assignments[i]]
             mine = self._replication.directory_id
             self._placed_elsewhere |= {(info.name, i) for i, p in info.partitions.items()
                                        if p.directory_of(me) not in (None, mine)}
-            self._joining |= {(info.name, i) for i, p in info.partitions.items() if me in p.adding}
+            # A partition that has had a leader has a history this new copy lacks (a move here,
+            # or back here): no vote until caught up, as after a disk loss.
+            self._joining |= {(info.name, i) for i, p in info.partitions.items()
+                              if me in p.adding or p.leader_epoch >= 0 or p.partition_epoch > 0}
             self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms,
                                          joined=joined)
             changed = True
@@ -297,22 +314,23 @@ class Hosting:
             self._catalog.set_metadata_offset(machine.applied_offset)
 
     # -- a reassignment moves single partitions here or away (KIP-455) -----------------------------
-    def _reconcile_partitions(self, topic: Topic, info, now_ms: int) -> bool:
-        """A hosted topic whose partitions' replicas changed: host those that list this node
-        now (joining as an observer, with no vote until caught up), and mark those that no
-        longer do: each goes once its group's committed voters no longer hold this node
+    def _reconcile_partitions(self, topic: Topic, info, now_ms: int, indexes=None) -> bool:
+        """A hosted topic whose partitions (`indexes`, None: all) changed: host those that list
+        this node now (joining as an observer, with no vote until caught up), and mark those that
+        no longer do: each goes once its group's committed voters no longer hold this node
         (`drop_departed`). True if what we host changed."""
         me = self.config.node_id
         changed = False
-        for index, p in sorted(info.partitions.items()):
-            if not 0 <= index < len(topic.partitions):
+        for index in sorted(info.partitions if indexes is None else indexes):
+            p = info.partitions.get(index)
+            if p is None or not 0 <= index < len(topic.partitions):
                 continue
             hosted = topic.partitions[index] is not None
             if me in p.replicas and not hosted:
                 self._departing.discard((topic.name, index))
                 self._joining.add((topic.name, index))
                 with self._epoch_floor_fixed():
-                    self.topics.host_partition(topic, index, starting_voters(p, me))
+                    self.topics.host_partition(topic, index, starting_voters(p))
                 log.info("%s-%d: hosted here from now on (replicas %s), as an observer until added",
                          topic.name, index, p.replicas)
                 changed = True
@@ -336,8 +354,9 @@ class Hosting:
             topic = self.topics.get(name)
             partition = topic.partitions[index] if topic is not None and index < len(topic.partitions) else None
             info = image.topic(name)
-            p = info.partitions.get(index) if info is not None and info.topic_id == topic.topic_id else None
-            if partition is None or p is None:
+            p = info.partitions.get(index) if partition is not None and info is not None \
+                and info.topic_id == topic.topic_id else None
+            if p is None:
                 self._departing.discard(key)
                 continue
             group = partition.raft
