@@ -209,6 +209,7 @@ class Invariants:
         self._ids: dict = {}             # topic -> its topic id, likewise
         self.compacted_checks = 0        # replicas whose latest values were compared (coverage)
         self.cleaned_to: dict = {}       # compacted group -> the furthest any replica's cleaner reached
+        self.committed_sets: dict = {}  # group -> (HW, the voter sets its leader moved it under)
         from .membership import MembershipChecks  # (it imports this module)
         self.membership = MembershipChecks()      # groups whose voters are dynamic (KIP-853)
 
@@ -318,6 +319,12 @@ class Invariants:
         h = _header_at(log, hw - 1)
         if h is not None:
             self.committed[key] = (hw, (h.base_offset, h.last_offset, h.crc))
+            if group.log_voters.offset() >= 0:
+                # The sets this leader moved the HW under (KIP-853: the newest in its log counts
+                # at once; a later leader may never have received it).
+                value = log.voter_sets.value_at(hw - 1)
+                at_hw = sim._voter_ids(value) if value is not None else group.log_voters.static.ids
+                self.committed_sets[key] = (hw, {group.voters, at_hw})
 
     def _extend_history(self, key, log, hw: int, compacted: bool = False) -> None:
         """Record every batch below a leader's new HW; a committed batch never changes (in a
@@ -446,6 +453,9 @@ class Invariants:
             self._admin_seen, self._voters, self._ids = admin, {}, {}
         for g, (hw, batch) in self.committed.items():
             sets = sim.voter_sets(g[0], hw)
+            noted = self.committed_sets.get(g)
+            if sets and noted is not None and noted[0] == hw:
+                sets = list({*sets, *noted[1]})
             voters = tuple(sorted({v for c in sets for v in c})) if sets else self._voters_of(sim, g[0])
             if not voters or self._ids.setdefault(g[0], sim.topic_id_of(g[0])) != g[2]:
                 continue  # a deleted topic

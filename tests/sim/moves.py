@@ -4,7 +4,8 @@ reassigns the admin's topics between nodes under every fault, as `kraftd cluster
 
 - it moves a partition that is not moving: one replica replaced by a node outside its replicas
   (now and then only the order changes: a new preferred leader);
-- it cancels a move in progress now and then.
+- it cancels a move in progress now and then, often right after starting it (a move already
+  done by then is answered NO_REASSIGNMENT_IN_PROGRESS).
 
 Each partition's leader then changes its group's voters one at a time (quorum/metadata/
 replica_moves.py); the checks that every change must pass are membership.MembershipChecks' (one
@@ -37,6 +38,7 @@ class ReplicaMover:
         self.pending: dict = {}   # correlation -> (topic, target or None, sent ms)
         self.correlation = 0
         self.active = True
+        self.cancel_next: str | None = None  # a topic whose move the next op cancels (an admin's change of mind)
 
     def tick(self, sim) -> None:
         for c, (_, _, sent) in list(self.pending.items()):
@@ -50,6 +52,9 @@ class ReplicaMover:
             sim.at(sim.now + self.every_ms, "client", self.name)
 
     def _choose(self, sim):
+        if self.cancel_next is not None:
+            topic, self.cancel_next = self.cancel_next, None
+            return topic, None
         leader = metadata_leader(sim)
         if leader is None:
             return None
@@ -88,5 +93,7 @@ class ReplicaMover:
         error = body.error_code or (body.responses[0].partitions[0].error_code if body.responses else 0)
         if error == 0:
             sim.coverage["replica moves" if op[1] is not None else "moves cancelled"] += 1
+            if op[1] is not None and self.rng.random() < 0.3:
+                self.cancel_next = op[0]
         elif error not in RETRIABLE and error not in STALE:
             sim.admin_problems.append(f"move {op[0]} to {op[1]}: unexpected error {error}")
