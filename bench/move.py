@@ -49,9 +49,9 @@ class _Probe:
         self.rate = rate
         self.samples: list[tuple[float, float]] = []  # (sent at, monotonic s; latency ms)
         self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "log_level": 2,
                                    "socket.nagle.disable": True, "enable.idempotence": False})
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-move-probe",
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-move-probe", "log_level": 2,
                                    "enable.auto.commit": False, "fetch.wait.max.ms": 5, "socket.nagle.disable": True})
         self._consumer.assign([TopicPartition(PROBE, p, OFFSET_END) for p in range(3)])
         self._offset = time.monotonic() - time.perf_counter()
@@ -105,6 +105,7 @@ def measure_mode(gib: float, throttle_mb: float, log) -> dict:
 
     from bench.cluster import percentile, scrape, wait_agreed, wait_brokers
     from bench.rejoin import _load
+    from kraftd.commands.cluster import ongoing
     from tests.support.cluster import KraftdCluster
 
     res: dict = dict(gib=gib, throttle_mb_per_s=throttle_mb)
@@ -118,7 +119,7 @@ def measure_mode(gib: float, throttle_mb: float, log) -> dict:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
         for name, count in ((BIG, 1), (PROBE, 3)):
             assignment = [[1, 2, 3][p % 3:] + [1, 2, 3][:p % 3] for p in range(count)]
-            admin.create_topics([NewTopic(name, replica_assignment=assignment)])[name].result(60)
+            admin.create_topics([NewTopic(name, num_partitions=count, replica_assignment=assignment)])[name].result(60)
             wait_agreed(cluster, name, count, 3, 60)
         keys = int(gib * (1 << 30)) // VALUE_BYTES
         res["load_s"] = _load(cluster.bootstrap(), keys, VALUE_BYTES, log, 1, topic=BIG)
@@ -135,7 +136,9 @@ def measure_mode(gib: float, throttle_mb: float, log) -> dict:
         t0 = time.monotonic()
         out = _reassign(cluster, plan)
         assert out.returncode == 0, out.stdout + out.stderr
-        wait_for("the move to end", lambda: _reassign(cluster, plan, "--verify").returncode == 0, 1800, 0.25)
+        servers = [cluster.node(i) for i in (2, 3)]
+        wait_for("the move to end", lambda: not ongoing(servers, None, 30.0), 1800, 0.05)
+        assert _reassign(cluster, plan, "--verify").returncode == 0
         res["move_s"] = move_s = time.monotonic() - t0
         sent = sum(scrape(cluster, i).get("kraftd_reassignment_bytes_total", 0) - sent_before[i] for i in (1, 2, 3))
         res["bytes"] = _dir_bytes(tmp / "node4")
