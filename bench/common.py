@@ -124,3 +124,27 @@ def wait_for(what: str, check, timeout: float, interval: float = 0.05):
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def run_standalone(name: str, parser, measure_with, report) -> int:
+    """A bench module's `main`: parse `parser` (it needs no --out: added here), run
+    `measure_with(args, log)` with a log of elapsed seconds on stderr, print `report(result)`,
+    and write the result to --out (default bench/out/<name>-<time>.json)."""
+    import json
+    import sys
+    import time
+    from pathlib import Path
+
+    parser.add_argument("--out", help=f"JSON result path (default bench/out/{name}-<time>.json)")
+    args = parser.parse_args()
+    t0 = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    res = measure_with(args, log)
+    print(report(res))
+    out = Path(args.out) if args.out else Path(__file__).parent / "out" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2, default=str))
+    return 0

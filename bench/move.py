@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import wait_for
+from bench.common import run_standalone, wait_for
 
 NAME = "move"
 BIG, PROBE = "big", "probe"
@@ -192,19 +192,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gib", type=float, default=1.0)
     p.add_argument("--throttle-mb", type=float, default=20.0, help="the throttled mode's MB/s (default 20)")
-    p.add_argument("--out", help="JSON result path (default bench/out/move-<time>.json)")
-    args = p.parse_args(argv)
-    t0 = time.monotonic()
-
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    res = measure(args.gib, args.throttle_mb, log)
-    print(report(res))
-    out = Path(args.out) if args.out else Path(__file__).parent / "out" / f"move-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2, default=str))
-    return 0
+    return run_standalone(NAME, p, lambda args, log: measure(args.gib, args.throttle_mb, log), report)
 
 
 if __name__ == "__main__":

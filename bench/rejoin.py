@@ -33,7 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.common import wait_for
+from bench.common import run_standalone, wait_for
 
 NAME = "rejoin"
 TOPIC = "state"
@@ -180,19 +180,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--keys", type=int, default=1 << 20)
     p.add_argument("--value-bytes", type=int, default=1024)
-    p.add_argument("--out", help="JSON result path (default bench/out/rejoin-<time>.json)")
-    args = p.parse_args(argv)
-    t0 = time.monotonic()
-
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    res = measure(args.keys, args.value_bytes, log)
-    print(report(res))
-    out = Path(args.out) if args.out else Path(__file__).parent / "out" / f"rejoin-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2, default=str))
-    return 0
+    return run_standalone(NAME, p, lambda args, log: measure(args.keys, args.value_bytes, log), report)
 
 
 if __name__ == "__main__":

@@ -28,17 +28,23 @@ class Answers:
         pass
 
 
-def _cluster():
-    sim = Simulation(11, nodes=3, groups=0, rates=QUIET)
+def quiet_cluster(seed: int, nodes: int):
+    """A simulated cluster without random faults, its admin client's answers recorded: (sim,
+    answers, the controller's node) once every broker is registered and live."""
+    sim = Simulation(seed, nodes=nodes, groups=0, rates=QUIET)
     answers = Answers()
     sim.clients[CLIENT] = answers
     sim.boot_all()
     for _ in range(200):
         sim.run_until(sim.now + 50)
         sn = _controller(sim)
-        if sn is not None and len(sn.node.plane.image.live_brokers()) == 3:
+        if sn is not None and len(sn.node.plane.image.live_brokers()) == nodes:
             return sim, answers, sn
-    pytest.fail("no controller with three live brokers")
+    pytest.fail(f"no controller with {nodes} live brokers")
+
+
+def _cluster():
+    return quiet_cluster(11, 3)
 
 
 def _describe(sim, answers, node: int, correlation: int):

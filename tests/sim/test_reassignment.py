@@ -11,25 +11,16 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 
-from .cluster import Simulation
-from .invariants import Invariants, _batches
+from .invariants import _batches
 from .network import Message
-from .test_controller_answers import CLIENT, QUIET, _controller
-from .test_directory_ids import Answers
+from .test_controller_answers import CLIENT
+from .test_directory_ids import quiet_cluster
 from .workload import Producer
 
 
 def _cluster(seed: int):
-    sim = Simulation(seed, nodes=4, groups=0, rates=QUIET)
-    answers = Answers()
-    sim.clients[CLIENT] = answers
-    sim.boot_all()
-    for _ in range(200):
-        sim.run_until(sim.now + 50)
-        sn = _controller(sim)
-        if sn is not None and len(sn.node.plane.image.live_brokers()) == 4:
-            return sim, answers
-    pytest.fail("no controller with four live brokers")
+    sim, answers, _ = quiet_cluster(seed, 4)
+    return sim, answers
 
 
 def _ask(sim, answers, node: int, correlation: int, key: int, request, *, within_ms: int = 5000):
