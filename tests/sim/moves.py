@@ -38,7 +38,6 @@ class ReplicaMover:
         self.pending: dict = {}   # correlation -> (topic, target or None, sent ms)
         self.correlation = 0
         self.active = True
-        self.cancel_next: str | None = None  # a topic whose move the next op cancels (an admin's change of mind)
 
     def tick(self, sim) -> None:
         for c, (_, _, sent) in list(self.pending.items()):
@@ -52,9 +51,6 @@ class ReplicaMover:
             sim.at(sim.now + self.every_ms, "client", self.name)
 
     def _choose(self, sim):
-        if self.cancel_next is not None:
-            topic, self.cancel_next = self.cancel_next, None
-            return topic, None
         leader = metadata_leader(sim)
         if leader is None:
             return None
@@ -94,6 +90,6 @@ class ReplicaMover:
         if error == 0:
             sim.coverage["replica moves" if op[1] is not None else "moves cancelled"] += 1
             if op[1] is not None and self.rng.random() < 0.3:
-                self.cancel_next = op[0]
+                self._send(sim, op[0], None)  # an admin's change of mind, while the move runs
         elif error not in RETRIABLE and error not in STALE:
             sim.admin_problems.append(f"move {op[0]} to {op[1]}: unexpected error {error}")
