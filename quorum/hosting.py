@@ -24,17 +24,10 @@ from .raft.replication import Replication
 from .snapshots.coordination import SnapshotCoordination
 from .log_opening import LogOpening, OpenLogsJob, opened_key
 from .metadata.image import topic_key
-from .topic_config import InvalidTopicConfig, TopicConfig, policy_change_problem
+from .partition_moves import PartitionMoves, apply_config_change, starting_voters
 from .topics import Topic, TopicCreating, TopicError, TopicRegistry
 
 log = logging.getLogger(__name__)
-
-
-def starting_voters(info) -> list[int]:
-    """The voters a new replica of partition `info` starts from: its replicas before the move
-    under way (the group adds this node once it has caught up), else its replicas. Once the
-    replica has fetched the log's VotersRecords, they say who the voters are."""
-    return info.original() if info.reassigning else list(info.replicas)
 
 
 class Hosting:
@@ -55,13 +48,12 @@ class Hosting:
         # Partitions the image placed on another directory of this node (KIP-858 Directories):
         # this data dir replaced a lost one, and their groups have a history to catch up with.
         self._placed_elsewhere: set = set()
-        # Partitions with a history that a reassignment moves here: no vote until caught up.
-        self._joining: set = set()
-        # Hosted partitions a reassignment moved away: dropped once our removal commits.
-        self._departing: set = set()
         self.started = False
         self.plane = None  # the MetadataPlane in a cluster
         self.topics = TopicRegistry(config, storage.catalog, storage.open_log, self._make_partition)
+        # Partitions a reassignment moves here or away (quorum/partition_moves.py).
+        self.moves = PartitionMoves(config.node_id, self.topics, replication, self._stored_states,
+                                    storage.election_store, changes, snapshots, self._epoch_floor_fixed)
         self._opening = LogOpening(self.topics, storage.open_log) if storage.opens_logs_off_loop else None
 
     def start(self, now_ms: int) -> None:
@@ -121,8 +113,8 @@ class Hosting:
                 epoch = max(floor - 1, 0) if self.started else floor
             replaced = partition.key in self._placed_elsewhere
             self._placed_elsewhere.discard(partition.key)
-            joining = partition.key in self._joining
-            self._joining.discard(partition.key)
+            joining = partition.key in self.moves.joining
+            self.moves.joining.discard(partition.key)
             if replaced:
                 log.warning("%s-%d: placed on another directory of this node: this data dir replaced a lost "
                             "one; no vote until caught up", *partition.key)
@@ -231,10 +223,10 @@ class Hosting:
             with self._epoch_floor_fixed():
                 topic = self.topics.complete(pending, logs)
             if self.plane is not None:  # a config change or a move the image took while the logs opened
-                self._apply_config_change(pending.name, self.plane.image)
+                apply_config_change(self.topics, self.config, pending.name, self.plane.image)
                 info = self.plane.image.topics.get(topic.topic_id)
                 if info is not None:
-                    self._reconcile_partitions(topic, info, now_ms)
+                    self.moves.reconcile(topic, info, now_ms)
             self._replication.poll(now_ms)  # a group of one voter leads at once
         else:
             if error is not None:
@@ -277,7 +269,7 @@ class Hosting:
             reconfigured = {key.split(b"/")[1].decode() for key in machine.touched if key[:2] == b"c/"}
         machine.touched, machine.reloaded = set(), False
         for name in reconfigured:
-            self._apply_config_change(name, image)
+            apply_config_change(self.topics, self.config, name, image)
         me = self.config.node_id
         changed = False
         for topic_id in sorted(topic_ids):
@@ -290,7 +282,7 @@ class Hosting:
                 continue
             if local is not None:
                 if isinstance(local, Topic):
-                    changed |= self._reconcile_partitions(local, info, now_ms, touched_partitions.get(topic_id))
+                    changed |= self.moves.reconcile(local, info, now_ms, touched_partitions.get(topic_id))
                 continue
             if not any(me in p.replicas for p in info.partitions.values()):
                 continue
@@ -305,105 +297,13 @@ class Hosting:
                                        if p.directory_of(me) not in (None, mine)}
             # A partition that has had a leader has a history this new copy lacks (a move here,
             # or back here): no vote until caught up, as after a disk loss.
-            self._joining |= {(info.name, i) for i, p in info.partitions.items()
-                              if me in p.adding or p.leader_epoch >= 0 or p.partition_epoch > 0}
+            self.moves.joining |= {(info.name, i) for i, p in info.partitions.items()
+                                   if me in p.adding or p.leader_epoch >= 0 or p.partition_epoch > 0}
             self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms,
                                          joined=joined)
             changed = True
         if changed:  # (a file write: only when what we host changed)
             self._catalog.set_metadata_offset(machine.applied_offset)
-
-    # -- a reassignment moves single partitions here or away (KIP-455) -----------------------------
-    def _reconcile_partitions(self, topic: Topic, info, now_ms: int, indexes=None) -> bool:
-        """A hosted topic whose partitions (`indexes`, None: all) changed: host those that list
-        this node now (joining as an observer, with no vote until caught up), and mark those that
-        no longer do: each goes once its group's committed voters no longer hold this node
-        (`drop_departed`). True if what we host changed."""
-        me = self.config.node_id
-        changed = False
-        for index in sorted(info.partitions if indexes is None else indexes):
-            p = info.partitions.get(index)
-            if p is None or not 0 <= index < len(topic.partitions):
-                continue
-            hosted = topic.partitions[index] is not None
-            if me in p.replicas and not hosted:
-                self._departing.discard((topic.name, index))
-                self._joining.add((topic.name, index))
-                with self._epoch_floor_fixed():
-                    self.topics.host_partition(topic, index, starting_voters(p))
-                log.info("%s-%d: hosted here from now on (replicas %s), as an observer until added",
-                         topic.name, index, p.replicas)
-                changed = True
-            elif me not in p.replicas and hosted:
-                self._departing.add((topic.name, index))
-            elif me in p.replicas:
-                self._departing.discard((topic.name, index))
-        if changed:
-            self._replication.poll(now_ms)
-        return changed
-
-    def drop_departed(self, now_ms: int) -> None:
-        """Drop the partitions that moved away, once the removal of this node from the group's
-        voters has committed (the voters that stay hold everything committed): the group stops
-        and the log's files go."""
-        if not self._departing:
-            return
-        image = self.plane.image
-        for key in sorted(self._departing):
-            name, index = key
-            topic = self.topics.get(name)
-            partition = topic.partitions[index] if topic is not None and index < len(topic.partitions) else None
-            info = image.topic(name)
-            p = info.partitions.get(index) if partition is not None and info is not None \
-                and info.topic_id == topic.topic_id else None
-            if p is None:
-                self._departing.discard(key)
-                continue
-            group = partition.raft
-            changed_at = group.log_voters.offset()
-            if self.config.node_id in p.replicas or group.is_voter or changed_at >= partition.high_watermark:
-                continue  # still wanted, or our removal has not committed yet
-            self._departing.discard(key)
-            self._drop_partition(topic, index, p.replicas)
-            log.info("%s-%d: moved away (replicas %s); its copy here is deleted", name, index, p.replicas)
-
-    def _drop_partition(self, topic: Topic, index: int, replicas) -> None:
-        partition = self.topics.drop_partition(topic, index, replicas)
-        key = partition.key
-        self._replication.remove_group(key)
-        if self._stored_states.pop(key, None) is not None:
-            self._election_store.write({key: None})  # (hosted again later, it starts afresh)
-        self._changes.dirty.pop(key, None)
-        self._snapshots.forget(key)
-        partition.log.discard(remove=False)
-        partition.log.remove_discarded()
-        if all(p is None for p in topic.partitions):
-            self.topics.delete(topic.name)  # none of it is hosted here now (back if a move returns)
-        self._changes.wake([key])
-
-    def _apply_config_change(self, name: str, image) -> None:
-        """IncrementalAlterConfigs changed a topic's configs in the image: the hosted topic takes
-        them. Only the topic the image holds under that name (not an older one of the name still
-        being deleted here; never the metadata partition, whose configs are its own), and never a
-        change the controller would have refused (to or from snapshot). Also called when a
-        topic's logs have opened: reconcile skips a topic until then."""
-        topic = self.topics.get(name)
-        info = image.topic(name)
-        if topic is None or name == METADATA_TOPIC or info is None or info.topic_id != topic.topic_id:
-            return
-        configs = dict(image.configs.get(name, {}))
-        if self.topics.explicit_configs(name) == configs:
-            return
-        try:
-            config = TopicConfig.resolve(configs, self.config)
-        except InvalidTopicConfig as exc:
-            log.error("topic %s: the image's configs are invalid here, not applied: %s", name, exc)
-            return
-        problem = policy_change_problem(topic.config, config)
-        if problem:
-            log.error("topic %s: %s; the image's configs are not applied", name, problem)
-            return
-        self.topics.reconfigure(name, configs)
 
     def check_rejoin_complete(self) -> None:
         """A rejoin is complete once the metadata group votes again, the image is applied up to

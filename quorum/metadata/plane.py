@@ -31,7 +31,7 @@ from .names import METADATA_KEY, METADATA_TOPIC
 from .partition_reports import alter
 from .producer_id_blocks import allocate
 from .reassignments import completion
-from .replica_moves import move_voters
+from .replica_moves import VoterMoves
 from .registration import register
 from .topic_creation import create_request_for, create_topics
 from .voter_listener import VoterListener
@@ -69,7 +69,7 @@ class MetadataPlane:
         self._voter_listener = VoterListener()  # our listener in the VotersRecord (UpdateRaftVoter)
         self._next_registration_ms = 0
         self._reported: dict = {}            # partition key -> (epoch, isr) last sent
-        self._adding_since: dict = {}        # (partition key, node) -> when we saw it to be added
+        self._moves = VoterMoves()            # the led groups' voters moved to their replicas
         self._reporting = False
         self._pid_block: tuple[int, int] | None = None   # [next, end)
         self._pid_requested = False
@@ -115,7 +115,7 @@ class MetadataPlane:
         if now_ms >= self._next_report_ms:
             self._next_report_ms = now_ms + REPORT_INTERVAL_MS
             led = list(led_groups())
-            self._move_voters(led, now_ms)
+            self._moves.step(self.image, led, now_ms)
             self._report_partitions(led, now_ms)
         if self._pid_block is None and not self._pid_requested and self._pid_waiters():
             self._request_producer_ids(now_ms)
@@ -218,20 +218,6 @@ class MetadataPlane:
             features=[], rack=None, log_dirs=[self.replication.directory_id])
 
     # -- leadership and ISR reports ---------------------------------------------------------------
-    def _move_voters(self, led_groups, now_ms: int) -> None:
-        """Each led group whose voters are not its image's replicas (a reassignment, or its
-        cancel) takes one step toward them (quorum/metadata/replica_moves.py)."""
-        image = self.image
-        for group in led_groups:
-            partition = group.partition
-            topic = image.topics.get(partition.topic_id)
-            info = topic.partitions.get(partition.index) if topic is not None else None
-            if info is not None:
-                move_voters(group, info, now_ms, self._adding_since)
-        if self._adding_since:
-            led = {g.key for g in led_groups}
-            self._adding_since = {k: t for k, t in self._adding_since.items() if k[0] in led}
-
     def _report_partitions(self, led_groups, now_ms: int) -> None:
         if self._reporting:
             return

@@ -69,3 +69,23 @@ def move_voters(group, info, now_ms: int, adding_since: dict) -> bool:
     voter = leaving[0]
     error, _ = propose_remove_voter(group, voter.node_id, voter.directory_id, now_ms)
     return not error
+
+
+class VoterMoves:
+    """Each report step, every led data group whose voters are not its image's replicas (a
+    reassignment, or its cancel) takes one step toward them."""
+
+    def __init__(self) -> None:
+        self._adding_since: dict = {}  # (partition key, node) -> when we saw it to be added
+
+    def step(self, image, led_groups, now_ms: int) -> None:
+        for group in led_groups:
+            partition = group.partition
+            topic = image.topics.get(partition.topic_id)
+            info = topic.partitions.get(partition.index) if topic is not None else None
+            if info is not None:
+                move_voters(group, info, now_ms, self._adding_since)
+        if self._adding_since:
+            led = {g.key for g in led_groups}
+            self._adding_since = {k: t for k, t in self._adding_since.items() if k[0] in led}
+

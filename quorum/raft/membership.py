@@ -118,7 +118,8 @@ def new_voter_caught_up(group: RaftGroup, voter: Voter, fetched_since_ms: int = 
     p = progress.observers.get(voter.node_id)
     if p is None or group.env.follower_directory(voter.node_id) != voter.directory_id:
         return False
-    if p.last_fetch_ms < fetched_since_ms:
+    # (an incremental session fetch that leaves the partition out says its position is unchanged)
+    if max(p.last_fetch_ms, group.session_fetch_ms(voter.node_id)) < fetched_since_ms:
         return False
     return p.end_offset >= group.partition.high_watermark
 

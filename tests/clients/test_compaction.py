@@ -17,7 +17,7 @@ from tests.support.waiting import wait_until
 
 KEYS = 10_000
 UPDATES = 200_000
-DELETE_RETENTION_MS = 15_000
+DELETE_RETENTION_MS = 8_000
 SEGMENT_MS = 1_000
 CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "segment.bytes": str(1 << 20),
            "min.cleanable.dirty.ratio": "0.01", "max.compaction.lag.ms": "3000",

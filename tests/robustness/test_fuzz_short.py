@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZ_SECONDS = int(os.environ.get("KRAFTD_FUZZ_SECONDS", "25"))
+FUZZ_SECONDS = int(os.environ.get("KRAFTD_FUZZ_SECONDS", "10"))
 TARGETS = ["requests", "record_batches"]
 
 
