@@ -1,8 +1,9 @@
 """The deterministic simulation as part of `make test`: many seeds, zero violations; and proof
 that it finds bugs planted behind the test-only BugSwitches.
 
-SIM_SEEDS (default 500) seeds run in shards of 100, each a test of its own: in one pytest
-process a shard takes two worker processes; under pytest-xdist (`make test TEST_WORKERS=N`) the
+SIM_SEEDS (default 400; 500 until 2026-12-07, cut to keep the suite within its time) seeds
+run in shards of 100, each a test of its own: in one pytest process a shard takes two worker
+processes; under pytest-xdist (`make test TEST_WORKERS=N`) the
 workers take the shards, one process each. `make sim SEEDS=10000` runs more.
 A failure prints the one-line command that replays the seed with its fault log.
 """
@@ -18,7 +19,7 @@ from kraftd.quorum.raft.config import BugSwitches
 from .memory import growth_per_seed_kib, measure
 from .run import coverage_summary, run_many, run_seed
 
-SEEDS = int(os.environ.get("SIM_SEEDS", "500"))
+SEEDS = int(os.environ.get("SIM_SEEDS", "400"))
 # Under pytest-xdist the other workers have the cores; alone, a shard takes two.
 JOBS = int(os.environ.get("SIM_JOBS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2"))
 SHARD = 100
@@ -60,7 +61,7 @@ def test_seeds_hold_every_invariant(start, count):
     table, rare = coverage_summary(results)
     print(table)
     # Every fault class and protocol event happens at least once per 50 seeds on average, in
-    # every shard (so over all 500 seeds too).
+    # every shard (so over all the seeds too).
     assert not rare, f"too rare over seeds {start}..{start + count - 1} to prove anything: {rare}"
 
 
@@ -79,7 +80,7 @@ def test_planted_bug_is_found(bug):
 @pytest.mark.long
 def test_the_hunting_profile_finds_nothing_in_correct_code():
     """Crashing right after every granted vote is harmless when votes are persisted first."""
-    failed = [r for r in run_many(range(60), jobs=JOBS, crash_after_vote=0.9) if not r.ok]
+    failed = [r for r in run_many(range(40), jobs=JOBS, crash_after_vote=0.9) if not r.ok]
     assert not failed, "\n".join(f"seed {r.seed}: {r.error}" for r in failed[:5])
 
 
