@@ -117,6 +117,9 @@ def test_two_nodes_join_the_cluster_rebalances_and_node_1_is_decommissioned_unde
             cluster.start(5)
             wait_until(lambda: len(metadata(cluster.node(1)).brokers) == 5, 30, "five live brokers")
 
+            out = _kraftd("cluster", "rebalance", "--bootstrap-server", cluster.node(5), "--dry-run")
+            assert out.returncode == 0 and "(dry run: nothing changed)" in out.stdout, out.stdout + out.stderr
+            assert " -> " in out.stdout and _spread(cluster, 5)[0].keys() <= {1, 2, 3}  # printed, not moved
             out = _kraftd("cluster", "rebalance", "--bootstrap-server", cluster.node(5))
             assert out.returncode == 0 and "rebalanced" in out.stdout, out.stdout + out.stderr
             five = (1, 2, 3, 4, 5)
