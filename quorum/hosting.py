@@ -295,10 +295,8 @@ class Hosting:
             mine = self._replication.directory_id
             self._placed_elsewhere |= {(info.name, i) for i, p in info.partitions.items()
                                        if p.directory_of(me) not in (None, mine)}
-            # A partition that has had a leader has a history this new copy lacks (a move here,
-            # or back here): no vote until caught up, as after a disk loss.
-            self.moves.joining |= {(info.name, i) for i, p in info.partitions.items()
-                                   if me in p.adding or p.leader_epoch >= 0 or p.partition_epoch > 0}
+            # A move here: no vote until caught up (the partition has a history this copy lacks).
+            self.moves.joining |= {(info.name, i) for i, p in info.partitions.items() if me in p.adding}
             self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms,
                                          joined=joined)
             changed = True
