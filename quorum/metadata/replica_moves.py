@@ -19,13 +19,8 @@ a cancelled move, whose target is the original replicas again.
 """
 from __future__ import annotations
 
-import logging
-
 from ..raft.membership import change_blocked, propose_add_voter, propose_remove_voter
 from ..raft.voter_set import Voter
-
-log = logging.getLogger(__name__)
-
 
 def move_voters(group, info, now_ms: int, adding_since: dict) -> bool:
     """One step of `group`'s voters toward `info`'s target; True if a change was appended.
@@ -64,9 +59,9 @@ def move_voters(group, info, now_ms: int, adding_since: dict) -> bool:
             return not error  # (an observer not caught up yet: the next report tries again)
     leaving = sorted((v for v in voters.voters if v.node_id not in target),
                      key=lambda v: (v.node_id == group.node_id, v.node_id))
-    if not leaving or len(voters.voters) - 1 < 1:
+    if not leaving:
         return False
-    voter = leaving[0]
+    voter = leaving[0]  # (the last voter is never removed: propose_remove_voter refuses)
     error, _ = propose_remove_voter(group, voter.node_id, voter.directory_id, now_ms)
     return not error
 
