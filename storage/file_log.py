@@ -574,7 +574,14 @@ class FileLog(PartitionLog):
         the journal, 65 ms while other deletions' removals kept it busy (bench/README.md, (v)).
         A FileLog opened on the same directory before the rename ran waits for it."""
         self.discarded = True
-        self.abandon()
+        with self._lock:
+            self._close_recovery_point()
+        # Not closed here: a Fetch answer may still be reading a segment (its descriptor, closed
+        # now, could be reused for another file before the answer is sent; sim seed 8486 read a
+        # closed one). Their files go with the directory; the last reference closes each.
+        for seg in self._segments:
+            seg.unlinked()
+        self._segments, self._bases = [], []
         self._doomed = doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         source = self.dir
         with _renames_lock:

@@ -33,14 +33,18 @@ def answer_vote(group: RaftGroup, candidate: int, epoch: int, last_log_id: tuple
                 now_ms: int, voter_directory=None) -> tuple[int, bool]:
     """(error code, granted). KIP-595 vote rules; KIP-996 pre-votes change nothing. KIP-853: a
     request for another directory of this node (we replaced the disk it voted from) is
-    INVALID_VOTER_KEY, and only a voter of its own set grants. The candidate need not be in our
-    set: a newer set we have not fetched yet may hold it (Raft's rule for membership changes; the
-    log check keeps a candidate without our committed records out, a replaced disk's empty log
-    included). Refusing it left a quorum that had re-keyed a replaced disk leaderless (sim seed
-    4251)."""
+    INVALID_VOTER_KEY. A request naming this directory is answered even if our own set does not
+    hold us (Kafka's rule: the candidate's newer set does, and we have not fetched it yet;
+    refusing left a metadata quorum whose newest voter had not fetched its VotersRecord
+    leaderless, sim seed 2181); one that names no directory (a static set) only by a voter of
+    our own set. The candidate need not be in our set either: a newer set we have not fetched
+    may hold it (the log check keeps a candidate without our committed records out, a replaced
+    disk's empty log included). Refusing it left a quorum that had re-keyed a replaced disk
+    leaderless (sim seed 4251). A copy with no vote until caught up (a lost disk, a move here)
+    refuses in any case."""
     if voter_directory is not None and voter_directory != group.env.directory_id:
         return INVALID_VOTER_KEY, False
-    if not group.voter_set.is_voter(group.node_id, group.env.directory_id):
+    if voter_directory is None and not group.voter_set.is_voter(group.node_id, group.env.directory_id):
         return 0, False
     if epoch < group.epoch:
         return 74, False  # FENCED_LEADER_EPOCH: the answer carries our epoch and leader

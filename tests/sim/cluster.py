@@ -113,6 +113,10 @@ class SimNode:
         self.step.clustered = True
         self.parked.clear()
         self.paused_until = 0
+        # The last incarnation's wake is void (its event is dropped): kept, it would keep this
+        # one's earlier-or-not check from scheduling any (a node nobody talked to then slept
+        # for good: sim seed 7418).
+        self.wake_at = None
         self.view = {}
         hooks = self.node.group_hooks
         install = hooks.install_snapshot
@@ -597,8 +601,8 @@ class Simulation:
 
     def _swap_crash(self) -> int | None:
         """Whether the node dies in the middle of swapping in a cleaning pass (in one commit of
-        ten, while the faults are on): after how many of its file operations."""
-        if self.faults_on and self.moment_crashes < MOMENT_CRASHES_MAX and self.rng.random() < 0.1:
+        four, while the faults are on): after how many of its file operations."""
+        if self.faults_on and self.moment_crashes < MOMENT_CRASHES_MAX and self.rng.random() < 0.25:
             return self.rng.randrange(0, 6)
         return None
 

@@ -172,8 +172,11 @@ class TrackedFileLog(FileLog):
     coverage = None
     swap_crash = None  # () -> how many file operations of a cleaning commit happen before a crash, or None
 
-    def __init__(self, directory, *, durable: dict, **kwargs) -> None:
+    def __init__(self, directory, *, durable: dict, swaps: dict | None = None, **kwargs) -> None:
         self.durable = durable  # segment path -> bytes made durable (shared by the Disk)
+        # log dir -> the furthest end of a cleaning pass a crash cut in its swap (shared by the
+        # Disk): the next open may finish that swap, with no cleaner checkpoint written for it
+        self.swaps = {} if swaps is None else swaps
         super().__init__(directory, **kwargs)
         for seg in self._segments:  # what recovery kept is on disk
             self.durable[seg.path] = seg.size
@@ -224,6 +227,7 @@ class TrackedFileLog(FileLog):
             except SimulatedCrash:
                 if self.coverage is not None:
                     self.coverage["crashes in a cleaning swap"] += 1
+                self.swaps[self.dir] = max(self.swaps.get(self.dir, 0), plan.end_offset)
                 for group in plan.groups:  # a cleaned file already in place was fsynced before
                     if group.segment.path == segment_path(self.dir, group.sources[0].base_offset):
                         self.durable[group.segment.path] = os.path.getsize(group.segment.path)
@@ -242,6 +246,11 @@ class TrackedFileLog(FileLog):
             if seg.base_offset < plan.end_offset:
                 self.durable[seg.path] = seg.size
         return True
+
+    @property
+    def cleaned_to(self) -> int:
+        """How far this log may have been cleaned: its checkpoint, or a swap a crash cut."""
+        return max(self.cleaner_checkpoint, self.swaps.get(self.dir, 0))
 
     def commit_truncation(self, plan) -> bool:
         """The second half of a truncation off the loop (storage/truncation.py)."""
@@ -277,6 +286,7 @@ class FileDisk(Disk):
         self.recovery_checks_crc = recovery_checks_crc
         self.log_root = tempfile.mkdtemp(prefix="kraftd-sim-logs-", dir=_TMPFS)
         self.durable: dict = {}
+        self.swaps: dict = {}    # (TrackedFileLog.swaps)
         self.configs: dict = {}  # (topic, index) -> the TopicConfig its log was opened with
         self.swap_crash = None   # (TrackedFileLog.swap_crash, set by the simulation)
 
@@ -294,7 +304,7 @@ class FileDisk(Disk):
     def _open(self, topic, index) -> TrackedFileLog:
         config = self.configs.get((topic, index))
         compacted = config is not None and config.is_compacted  # (a compacted topic rolls by time too)
-        log = TrackedFileLog(os.path.join(self.log_root, f"{topic}-{index}"), durable=self.durable,
+        log = TrackedFileLog(os.path.join(self.log_root, f"{topic}-{index}"), durable=self.durable, swaps=self.swaps,
                              segment_bytes=64 * 1024, recovery_checks_crc=self.recovery_checks_crc,
                              compacted=compacted, segment_ms=config.segment_ms if compacted else None)
         log.coverage = self.coverage

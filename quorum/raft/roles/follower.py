@@ -68,6 +68,8 @@ class Follower(Role):
         # leader, timing out together, refuse each other forever (each failed pre-vote
         # restarting the other's fetch timer), as KIP-996's "has fetched from the leader" rule
         # avoids.
+        if self.probing:
+            return False  # a voter we asked who leads is no leader we have fetched from
         env = group.env
         heard = env.last_heard_from(self.leader_id)
         return (heard >= max(self.since_ms, 0) and now_ms - heard < env.config.fetch_timeout_ms
