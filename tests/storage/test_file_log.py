@@ -439,3 +439,22 @@ def test_a_writable_view_is_patched_where_it_lies_and_a_read_only_one_is_copied(
     ((_, h),) = list(iter_batch_headers(sent))
     assert h.base_offset == 0  # the caller's read-only bytes are untouched
     assert offsets(log) == [0, 3, 5]
+
+
+def test_a_read_handed_out_before_a_discard_still_reads_its_bytes(tmp_path):
+    """A Fetch answer holds file regions until it is sent; the partition may be deleted (or
+    moved away) meanwhile. discard() leaves each segment's descriptor to its last reference:
+    closed at once, the answer read a closed descriptor (sim seed 8486), or another file that
+    reused its number."""
+    log = open_log(tmp_path / "p")
+    log.append_as_leader(batch(3), 1, now_ms=0)
+    log.flush()
+    regions = log.read(0, 1 << 20).regions
+    expected = b"".join(bytes(r.view()) for r in regions)
+    log.discard()
+    background_writes().barrier()
+    assert not os.path.exists(tmp_path / "p")
+    for _ in range(20):  # descriptors opened meanwhile must not take the segment's place
+        open(tmp_path / "other", "wb").close()
+    assert b"".join(bytes(r.view()) for r in regions) == expected
+    assert [h.base_offset for _, h in iter_batch_headers(memoryview(expected))] == [0]

@@ -150,6 +150,22 @@ def test_a_candidate_outside_our_set_is_judged_by_its_log():
     assert ctx.deliver_request(caught_up, api.VOTE, 2, source=2).topics[0].partitions[0].vote_granted
 
 
+def test_a_replica_outside_its_own_set_votes_when_the_candidate_names_its_directory():
+    """Kafka's rule: the candidate's newer set holds us and we have not fetched it yet. Refusing
+    left a metadata quorum leaderless: two of four voters could not vote, one only because its
+    VotersRecord had not reached it (sim seed 2181). A request naming no directory (a static
+    set) is still answered by a voter of our own set only."""
+    ctx = RaftTestContext.builder(local_id=4, voters=(1, 2, 3)).with_unknown_leader(4).build()
+    assert not ctx.group.is_voter
+    static = ctx.vote_request(5, 2, 0, 0)
+    assert not ctx.deliver_request(static, api.VOTE, 2, source=2).topics[0].partitions[0].vote_granted
+    named = ctx.vote_request(5, 2, 0, 0)
+    named.topics[0].partitions[0].voter_directory_id = ctx.group.env.directory_id
+    answer = ctx.deliver_request(named, api.VOTE, 2, source=2).topics[0].partitions[0]
+    assert (answer.vote_granted, answer.error_code) == (True, 0)
+    assert ctx.group.state.voted_id == 2  # durable like any vote
+
+
 def test_a_node_on_a_replaced_disk_is_not_its_voter_and_does_not_stand():
     ctx = RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).with_unknown_leader(4).build()
     group = ctx.group
