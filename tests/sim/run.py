@@ -59,24 +59,26 @@ _STORAGE_LOG = logging.getLogger("kraftd.storage")
 _HOSTING_LOG = logging.getLogger("kraftd.quorum.hosting")
 
 
+NODE_COUNTS = (3, 3, 5)  # a seed's cluster size, drawn first from its shape generator
+
+
 def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAFETY_MS,
              liveness_ms: int = LIVENESS_MS, crash_after_vote: float | None = None) -> RunResult:
     """`crash_after_vote` overrides the seed's rate of crashing a node right after it granted a
     vote (a hunting profile for persist-before-answer bugs)."""
     shape_rng = random.Random(seed * 7919 + 1)
-    nodes = shape_rng.choice([3, 3, 5])
+    nodes = shape_rng.choice(NODE_COUNTS)
     groups = shape_rng.randint(1, 4)
     rates = FaultRates.draw(shape_rng)
     if crash_after_vote is not None:
         rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
     # Half the seeds change the metadata quorum's voters as they run (KIP-853), drawn from a
     # generator of their own so that the seeds' other draws stay as they were.
-    membership_rng = random.Random(seed * 31 + 7)
+    membership_rng, moves_rng = _operator_rngs(seed)
     operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
     if operators:
         rates = dataclasses.replace(rates, disk_loss=True)  # replaced disks to re-key
     # Most five-node seeds move the admin's topics between nodes (KIP-455), likewise drawn apart.
-    moves_rng = random.Random(seed * 37 + 11)
     if nodes == 5 and moves_rng.random() < 0.7:
         operators.append(ReplicaMover("mover", moves_rng))
     # Storage's background writes run at once: what a crash leaves must not depend on a thread.
@@ -165,6 +167,20 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     sim.coverage["wall clock steps"] = sum(bisect.bisect_right(sn.wall_step_at, sim.now) for sn in sim.nodes.values())
     result.coverage = sim.coverage
     return result
+
+
+def _operator_rngs(seed: int) -> tuple[random.Random, random.Random]:
+    """The generators of a seed's voter changes and of its partition moves."""
+    return random.Random(seed * 31 + 7), random.Random(seed * 37 + 11)
+
+
+def changes_voters(seed: int) -> bool:
+    """Whether seed `seed` changes voters (the metadata quorum's, or a moved partition's), as
+    run_seed draws it."""
+    membership_rng, moves_rng = _operator_rngs(seed)
+    if membership_rng.random() < 0.5:
+        return True
+    return random.Random(seed * 7919 + 1).choice(NODE_COUNTS) == 5 and moves_rng.random() < 0.7
 
 
 def _times(rng, mean_ms: int, until_ms: int):
