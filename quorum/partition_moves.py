@@ -7,6 +7,11 @@ adds it once it has caught up (quorum/metadata/replica_moves.py). A hosted parti
 no longer lists this node for is dropped once this node's removal from the group's voters has
 committed (the voters that stay hold everything committed): its group stops, its election state
 and files go, and the topic's catalog entry once nothing of it is hosted here.
+
+"Has committed" is judged on a log the leader answered after the move away was seen here, and
+only once the leader's HW has passed what that answer brought: a copy that had not fetched the
+VotersRecord adding it (a move cancelled while the leader added it) would otherwise drop a
+voter the newest set still counts, leaving that set short of a majority (sim seed 6007).
 """
 from __future__ import annotations
 
@@ -40,7 +45,9 @@ class PartitionMoves:
         # Partitions with a history hosted here anew: no vote until caught up (Hosting makes
         # their groups and takes the mark).
         self.joining: set = set()
-        self._departing: set = set()  # hosted partitions moved away: dropped once our removal commits
+        # hosted partitions moved away -> [when seen, our log end after the leader's first answer
+        # since then (None until it came)]: dropped once our removal has committed
+        self._departing: dict = {}
 
     def reconcile(self, topic: Topic, info, now_ms: int, indexes=None) -> bool:
         """A hosted topic whose partitions (`indexes`, None: all) changed in the image: host
@@ -55,7 +62,7 @@ class PartitionMoves:
             key = (topic.name, index)
             hosted = topic.partitions[index] is not None
             if me in p.replicas and not hosted:
-                self._departing.discard(key)
+                self._departing.pop(key, None)
                 self.joining.add(key)
                 with self._epoch_floor_fixed():
                     self._topics.host_partition(topic, index, starting_voters(p))
@@ -63,14 +70,14 @@ class PartitionMoves:
                          topic.name, index, p.replicas)
                 changed = True
             elif me not in p.replicas and hosted:
-                self._departing.add(key)
+                self._departing.setdefault(key, [now_ms, None])
             elif me in p.replicas:
-                self._departing.discard(key)
+                self._departing.pop(key, None)
         if changed:
             self._replication.poll(now_ms)
         return changed
 
-    def drop_departed(self, image) -> None:
+    def drop_departed(self, image, now_ms: int) -> None:
         """Drop the partitions that moved away whose removal from the voters has committed."""
         for key in sorted(self._departing):
             name, index = key
@@ -80,12 +87,21 @@ class PartitionMoves:
             p = info.partitions.get(index) if partition is not None and info is not None \
                 and info.topic_id == topic.topic_id else None
             if p is None:
-                self._departing.discard(key)
+                self._departing.pop(key, None)
                 continue
             group = partition.raft
-            if self._node_id in p.replicas or group.is_voter or group.log_voters.offset() >= partition.high_watermark:
+            mark = self._departing[key]
+            stream = self._replication.streams.of(group) if not group.is_leader else None
+            if mark[1] is None and stream is not None and stream.answered_since(key, mark[0]):
+                mark[1] = partition.log.log_end_offset  # at least what the leader held when it answered
+            # ...and still in touch: a leader that had not seen the move yet may have added us
+            # since, in a record we would have fetched by now (seed 6007: dropped 550 ms after
+            # the leader's last answer, which had missed the add)
+            fresh = stream is not None and stream.answered_since(key, now_ms - self._replication.config.fetch_max_wait_ms)
+            if (self._node_id in p.replicas or group.is_voter or mark[1] is None or not fresh
+                    or partition.high_watermark < mark[1] or group.log_voters.offset() >= partition.high_watermark):
                 continue  # still wanted, or our removal has not committed yet
-            self._departing.discard(key)
+            self._departing.pop(key, None)
             self._drop(topic, index, p.replicas)
             log.info("%s-%d: moved away (replicas %s); its copy here is deleted", name, index, p.replicas)
 

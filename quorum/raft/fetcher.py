@@ -32,6 +32,7 @@ class FetchStream:
         self.in_flight = False
         self.next_send_ms = 0
         self.last_success_ms = -1
+        self.last_answer_ms = -1          # the last Fetch answer without an error
         self.unreachable_since_ms = -1    # the leader's node refused or reset us since then
         self.unflushed: set = set()       # keys appended to and not yet durable
         self.requests = 0
@@ -48,6 +49,12 @@ class FetchStream:
         self.groups.pop(group.key, None)
         self.unflushed.discard(group.key)
         self.changed.add(group.key)
+
+    def answered_since(self, key, since_ms: int) -> bool:
+        """Whether an answer at or after `since_ms` covered partition `key`: it was in the
+        session (an incremental answer leaves out a partition with nothing new), so our log now
+        holds at least what the leader held then."""
+        return self.last_answer_ms >= since_ms and key in self.sent
 
     def reset_session(self) -> None:
         self.session_id = 0
@@ -117,6 +124,7 @@ class FetchStream:
             self.next_send_ms = now_ms + backoff_ms
             return
         self.last_success_ms = now_ms
+        self.last_answer_ms = now_ms
         self.unreachable_since_ms = -1
         if self.session_epoch == 0:
             self.session_id = response.session_id

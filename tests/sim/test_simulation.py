@@ -105,6 +105,10 @@ REGRESSION_SEEDS = {
     4741: "a topic deleted and created again under its name kept the old topic's election state",
     5355: "a second snapshot download of a group opened the .part file its pending install was about to "
           "publish, which published an empty snapshot",
+    6007: "a copy moved away dropped itself before fetching the VotersRecord that added it (the move was "
+          "cancelled meanwhile): the newest set, counting it, had no majority left",
+    8905: "an observer's probe stayed on a voter that answered every fetch with an error (it no longer "
+          "hosted the partition) and never asked the leader",
 }
 
 

@@ -47,15 +47,19 @@ class Follower(Role):
         env = group.env
         timeout = env.config.fetch_timeout_ms
         heard = env.last_heard_from(self.leader_id)
-        if heard >= 0 and now_ms - heard < timeout and not env.leader_unreachable(self.leader_id, now_ms):
+        # (a probe's answers do not count: a voter that does not host the partition any more
+        # answers every fetch with an error, and a probe that stayed on it never asked the next
+        # voter; sim seed 8905)
+        if (not self.probing and heard >= 0 and now_ms - heard < timeout
+                and not env.leader_unreachable(self.leader_id, now_ms)):
             self.fetch_deadline_ms = heard + timeout
         elif group.may_stand:
             log.debug("%s-%d: fetch timeout: heard %s now %s unreachable %s", *group.key, heard, now_ms,
                       env.leader_unreachable(self.leader_id, now_ms))
             group.become_prospective(now_ms)
             return True
-        elif not group.is_voter:
-            group.become_unattached(group.epoch, now_ms)  # look for the leader again
+        elif self.probing or not group.is_voter:
+            group.become_unattached(group.epoch, now_ms)  # look for the leader again (the next voter)
             return True
         else:
             self.fetch_deadline_ms = now_ms + timeout

@@ -40,3 +40,22 @@ def test_an_observer_whose_leader_went_silent_looks_again_instead_of_waiting_for
     asked = {s.destination for s in ctx.sent(api.FETCH)}
     assert asked - {3}, f"only asked {asked}"
     assert ctx.sent(api.VOTE) == []
+
+
+def test_a_probe_answered_only_with_errors_moves_on_to_the_next_voter():
+    """A voter that no longer hosts the partition (it moved away) answers every fetch, with an
+    error that names no leader. Those answers once counted as the probed voter being alive, so
+    the probe stayed on it for good and never asked the voter that led (sim seed 8905)."""
+    ctx = observer()
+    ctx.advance(ctx.election_timeout_ms)
+    first = ctx.sent(api.FETCH)[-1].destination
+    asked = set()
+    for _ in range(3 * ctx.fetch_timeout_ms // 100):
+        sent = ctx.sent(api.FETCH)
+        ctx.clear_sent()
+        asked |= {s.destination for s in sent}
+        for probe in sent:
+            if probe.destination == first:
+                ctx.respond(probe, ctx.fetch_response(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        ctx.advance(100)
+    assert asked - {first}, f"the probe stayed on voter {first}"
