@@ -563,7 +563,8 @@ class FileLog(PartitionLog):
 
     # -- open / close -----------------------------------------------------------------------------
     def discard(self, *, remove: bool = True) -> None:
-        """The partition is deleted: close every descriptor without writing anything, and queue
+        """The partition is deleted: let go of every segment without writing anything (each
+        descriptor closes with its last reference, a read in flight included), and queue
         (on the background-writes thread, in order with what was queued before) the rename of
         the directory to `<dir>.<id>-delete`, then its removal. `remove=False` queues only the
         rename; `remove_discarded()` queues the removal later (after a catalog change queued in
