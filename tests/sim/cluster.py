@@ -50,6 +50,7 @@ class SimNode:
         self.incarnation = 0
         self.parked: dict[int, tuple] = {}      # token -> (source, api_key, version, correlation)
         self.wake_at = None
+        self.booted_at = -1
         self.paused_until = 0
         self.led: set = set()  # (group, epoch) leaderships seen (for the new-leader moment)
         self.view: dict = {}   # group -> (leader?, epoch, HW, LEO) at the end of the last step
@@ -117,6 +118,7 @@ class SimNode:
         # one's earlier-or-not check from scheduling any (a node nobody talked to then slept
         # for good: sim seed 7418).
         self.wake_at = None
+        self.booted_at = self.sim.now  # (simulation ms)
         self.view = {}
         hooks = self.node.group_hooks
         install = hooks.install_snapshot

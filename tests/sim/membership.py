@@ -164,7 +164,7 @@ class MembershipChecks:
             if previous is not None:
                 for v in latest.voters:
                     if previous.get(v.node_id) is None:
-                        self._caught_up(sim, g, v, hw, offset)
+                        self._caught_up(sim, g, v, hw, offset, _counted_fetch_at(sn, group, v.node_id))
         # (a HW that moved in the event that appended a change may have moved under either set)
         key = (sn.id, g, group.epoch)
         candidates = [latest]
@@ -174,10 +174,16 @@ class MembershipChecks:
         self._hw_on_voter_majority(sim, sn, g, group, candidates, hw)
 
     @staticmethod
-    def _caught_up(sim, g, voter, hw: int, offset: int) -> None:
+    def _caught_up(sim, g, voter, hw: int, offset: int, fetched_at: int | None = None) -> None:
+        """`fetched_at`: when (simulation ms) the voter made the fetch its leader counted."""
         node = sim.nodes.get(voter.node_id)
         if node is None or node.disk.directory_id != voter.directory_id or _abstains(node, g):
             return  # (a replica that may not vote until caught up: the disk-loss rule covers it)
+        if fetched_at is not None and node.booted_at > fetched_at:
+            # It restarted since the fetch that showed it caught up, and a crash keeps only what
+            # was flushed (a follower's fetch offset is not durable, in Kafka either): the
+            # leader's rule held when it was applied (sim seed 1585).
+            return
         log = node.disk.logs.get(g[:2])
         end = log.log_end_offset if log is not None else 0
         sim.admin_topics()  # (brings sim.removed_topic_ids up to date)
@@ -237,3 +243,12 @@ class MembershipChecks:
 
 def _same(a, b) -> bool:
     return a is not None and a.base_offset == b.base_offset and a.partition_leader_epoch == b.partition_leader_epoch
+
+
+def _counted_fetch_at(sn, group, node_id: int) -> int | None:
+    """When (simulation ms) leader `sn` last heard `node_id` fetch `group`, if it knows."""
+    progress = getattr(group.role, "progress", None)
+    p = progress.by_voter.get(node_id) if progress is not None else None
+    if p is None or p.last_fetch_ms < 0:
+        return None
+    return sn.sim_time(p.last_fetch_ms)
