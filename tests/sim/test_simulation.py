@@ -109,6 +109,8 @@ REGRESSION_SEEDS = {
           "cancelled meanwhile): the newest set, counting it, had no majority left",
     8905: "an observer's probe stayed on a voter that answered every fetch with an error (it no longer "
           "hosted the partition) and never asked the leader",
+    3561: "an observer's probe, told the leader of its own epoch (one its old voter set lacked), probed "
+          "the next voter instead, forever",
 }
 
 

@@ -59,3 +59,18 @@ def test_a_probe_answered_only_with_errors_moves_on_to_the_next_voter():
                 ctx.respond(probe, ctx.fetch_response(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         ctx.advance(100)
     assert asked - {first}, f"the probe stayed on voter {first}"
+
+
+def test_a_probe_told_the_leader_of_its_own_epoch_follows_it_even_outside_its_voter_set():
+    """An observer whose voter set is old (a copy a move left behind) probes a voter, which names
+    the leader of the same epoch, one its set lacks. It used to take that as "no leader" and
+    probe the next voter, which named the same leader, forever (sim seed 3561)."""
+    ctx = RaftTestContext.builder(local_id=4, voters=(1, 2, 3)).with_unknown_leader(5).build()
+    ctx.advance(ctx.election_timeout_ms)
+    probe = ctx.sent(api.FETCH)[-1]
+    ctx.clear_sent()
+    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(9, 5)))
+    ctx.poll()
+    ctx.assert_role("Follower", 5)
+    assert ctx.group.leader_id == 9
+    ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1, to=9)
