@@ -19,12 +19,7 @@ def test_an_observer_never_stands_and_asks_the_voters_for_the_leader():
     probe = ctx.sent(api.FETCH)[-1]
     assert probe.destination in (1, 2, 3)
     # A voter that does not lead names the leader it follows: the observer follows that one.
-    ctx.clear_sent()
-    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
-    ctx.poll()
-    ctx.assert_role("Follower", 5)
-    assert ctx.group.leader_id == 3
-    ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1, to=3)
+    _assert_follows_the_leader_it_is_told_of(ctx, probe, 3, 5)
 
 
 def test_an_observer_whose_leader_went_silent_looks_again_instead_of_waiting_forever():
@@ -67,10 +62,15 @@ def test_a_probe_told_the_leader_of_its_own_epoch_follows_it_even_outside_its_vo
     probe the next voter, which named the same leader, forever (sim seed 3561)."""
     ctx = RaftTestContext.builder(local_id=4, voters=(1, 2, 3)).with_unknown_leader(5).build()
     ctx.advance(ctx.election_timeout_ms)
-    probe = ctx.sent(api.FETCH)[-1]
+    _assert_follows_the_leader_it_is_told_of(ctx, ctx.sent(api.FETCH)[-1], 9, 5)
+
+
+def _assert_follows_the_leader_it_is_told_of(ctx, probe, leader: int, epoch: int) -> None:
+    """The probed voter answers NOT_LEADER_OR_FOLLOWER naming (leader, epoch): the observer
+    follows that leader and fetches from it."""
     ctx.clear_sent()
-    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(9, 5)))
+    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(leader, epoch)))
     ctx.poll()
-    ctx.assert_role("Follower", 5)
-    assert ctx.group.leader_id == 9
-    ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1, to=9)
+    ctx.assert_role("Follower", epoch)
+    assert ctx.group.leader_id == leader
+    ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1, to=leader)
