@@ -273,16 +273,12 @@ class RaftGroup:
             else:
                 self.become_unattached(epoch, now_ms)
             return True
-        if epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id:
-            if self.role.accepts_leader(leader_id):
-                self.become_follower(epoch, leader_id, now_ms)
-                return True
-            if getattr(self.role, "probing", False) and leader_id != self.role.leader_id:
-                # The voter we probed names the leader of our epoch: follow that one (an
-                # observer whose old voter set lacks it found it no other way; sim seed 3561).
-                self.become_unattached(epoch, now_ms)
-                self.become_follower(epoch, leader_id, now_ms)
-                return True
+        if (epoch == self.epoch and leader_id >= 0 and leader_id != self.node_id
+                and self.role.accepts_leader(leader_id)):
+            if getattr(self.role, "probing", False):
+                self.become_unattached(epoch, now_ms)  # (a probe was a guess, not this epoch's leader)
+            self.become_follower(epoch, leader_id, now_ms)
+            return True
         return False
 
     def leader_gone(self, now_ms: int) -> None:

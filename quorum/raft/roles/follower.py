@@ -31,6 +31,12 @@ class Follower(Role):
     def names_leader(self) -> bool:  # a probe is a guess, not a leader to name to others
         return not self.probing
 
+    def accepts_leader(self, leader_id: int) -> bool:
+        # The voter we probed names the leader of our epoch: follow that one. (Refused, the
+        # probe fell back to Unattached and asked the next voter, which named the same leader:
+        # an observer whose old voter set lacked the leader never found it; sim seed 3561.)
+        return self.probing and leader_id != self.leader_id
+
     def confirm(self, group: RaftGroup) -> None:
         """The voter we probed answered our fetch: it leads this epoch (one leader per epoch)."""
         self.probing = False
