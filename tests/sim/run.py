@@ -66,21 +66,14 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
              liveness_ms: int = LIVENESS_MS, crash_after_vote: float | None = None) -> RunResult:
     """`crash_after_vote` overrides the seed's rate of crashing a node right after it granted a
     vote (a hunting profile for persist-before-answer bugs)."""
-    shape_rng = random.Random(seed * 7919 + 1)
-    nodes = shape_rng.choice(NODE_COUNTS)
+    shape_rng, nodes = _shape(seed)
     groups = shape_rng.randint(1, 4)
     rates = FaultRates.draw(shape_rng)
     if crash_after_vote is not None:
         rates = dataclasses.replace(rates, crash_after_vote=crash_after_vote)
-    # Half the seeds change the metadata quorum's voters as they run (KIP-853), drawn from a
-    # generator of their own so that the seeds' other draws stay as they were.
-    membership_rng, moves_rng = _operator_rngs(seed)
-    operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
-    if operators:
+    operators = _operators(seed, nodes)
+    if any(isinstance(o, VoterOperator) for o in operators):
         rates = dataclasses.replace(rates, disk_loss=True)  # replaced disks to re-key
-    # Most five-node seeds move the admin's topics between nodes (KIP-455), likewise drawn apart.
-    if nodes == 5 and moves_rng.random() < 0.7:
-        operators.append(ReplicaMover("mover", moves_rng))
     # Storage's background writes run at once: what a crash leaves must not depend on a thread.
     writes = background_writes()
     inline_before, writes.inline = writes.inline, True
@@ -169,18 +162,26 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
     return result
 
 
-def _operator_rngs(seed: int) -> tuple[random.Random, random.Random]:
-    """The generators of a seed's voter changes and of its partition moves."""
-    return random.Random(seed * 31 + 7), random.Random(seed * 37 + 11)
+def _shape(seed: int) -> tuple[random.Random, int]:
+    """A seed's shape generator, and its cluster size (the generator's first draw)."""
+    shape_rng = random.Random(seed * 7919 + 1)
+    return shape_rng, shape_rng.choice(NODE_COUNTS)
+
+
+def _operators(seed: int, nodes: int) -> list:
+    """The seed's operators, each drawn from a generator of its own so that the seed's other
+    draws stay as they were: half the seeds change the metadata quorum's voters as they run
+    (KIP-853); most five-node seeds move the admin's topics between nodes (KIP-455)."""
+    membership_rng, moves_rng = random.Random(seed * 31 + 7), random.Random(seed * 37 + 11)
+    operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
+    if nodes == 5 and moves_rng.random() < 0.7:
+        operators.append(ReplicaMover("mover", moves_rng))
+    return operators
 
 
 def changes_voters(seed: int) -> bool:
-    """Whether seed `seed` changes voters (the metadata quorum's, or a moved partition's), as
-    run_seed draws it."""
-    membership_rng, moves_rng = _operator_rngs(seed)
-    if membership_rng.random() < 0.5:
-        return True
-    return random.Random(seed * 7919 + 1).choice(NODE_COUNTS) == 5 and moves_rng.random() < 0.7
+    """Whether seed `seed` changes voters (the metadata quorum's, or a moved partition's)."""
+    return bool(_operators(seed, _shape(seed)[1]))
 
 
 def _times(rng, mean_ms: int, until_ms: int):

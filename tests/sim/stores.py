@@ -172,11 +172,11 @@ class TrackedFileLog(FileLog):
     coverage = None
     swap_crash = None  # () -> how many file operations of a cleaning commit happen before a crash, or None
 
-    def __init__(self, directory, *, durable: dict, swaps: dict | None = None, **kwargs) -> None:
+    def __init__(self, directory, *, durable: dict, swaps: dict, **kwargs) -> None:
         self.durable = durable  # segment path -> bytes made durable (shared by the Disk)
         # log dir -> the furthest end of a cleaning pass a crash cut in its swap (shared by the
         # Disk): the next open may finish that swap, with no cleaner checkpoint written for it
-        self.swaps = {} if swaps is None else swaps
+        self.swaps = swaps
         super().__init__(directory, **kwargs)
         for seg in self._segments:  # what recovery kept is on disk
             self.durable[seg.path] = seg.size
