@@ -249,7 +249,34 @@ def cpu_snapshot(system) -> dict:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return dict(client=usage.ru_utime + usage.ru_stime,
-                nodes=sum(process_cpu_seconds(system.process(i).proc.pid) for i in system.ids))
+                nodes=sum(process_cpu_seconds(system.process(i).proc.pid) for i in system.ids),
+                machine=machine_busy_seconds())
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (every CPU's time but idle and iowait, from
+    /proc/stat): also the kernel's own threads, which run the fsyncs' journal commits for the
+    nodes and are billed to no process."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def work_counts(system) -> dict:
+    """Counters summed over the system's nodes: requests by API (Produce, Fetch) and logs the
+    group commit fsynced. Their change over a pass says how many request/answer cycles and
+    fsyncs its bytes took."""
+    out: dict = {"Produce": 0.0, "Fetch": 0.0, "fsyncs": 0.0}
+    for i in system.ids:
+        for name, value in scrape(system, i).items():
+            if name.startswith("kraftd_requests_total{"):
+                api = name.partition('api="')[2].partition('"')[0]
+                if api in out:
+                    out[api] += value
+            elif name.startswith("kraftd_log_flushes_total"):
+                out["fsyncs"] += value
+    return out
 
 
 def measure_throughput(single, cluster, opts: dict, log) -> dict:
@@ -268,15 +295,21 @@ def measure_throughput(single, cluster, opts: dict, log) -> dict:
         for name in order:
             bootstrap, topic, acks = systems[name]
             system = single if name == "single" else cluster
+            counts0 = work_counts(system)
             cpu0 = cpu_snapshot(system)
             res = produce_pass(bootstrap, topic, acks, values)
             cpu1 = cpu_snapshot(system)
+            counts1 = work_counts(system)
             res["client_cpu_s"] = cpu1["client"] - cpu0["client"]
             res["nodes_cpu_s"] = cpu1["nodes"] - cpu0["nodes"]
+            res["machine_cpu_s"] = cpu1["machine"] - cpu0["machine"]
+            res["work"] = {k: int(counts1[k] - counts0[k]) for k in counts0}
             runs[name].append(res)
+            work = res["work"]
             log(f"  {name} acks={acks}: {res['records_per_s']:,.0f} rec/s, {res['mb_per_s']:.1f} MB/s, "
                 f"{res['seconds']:.1f} s, errors {res['errors']}; CPU s: client {res['client_cpu_s']:.2f}, "
-                f"nodes {res['nodes_cpu_s']:.2f}")
+                f"nodes {res['nodes_cpu_s']:.2f}, machine {res['machine_cpu_s']:.2f}; over the nodes: {work['Produce']:,} Produce, "
+                f"{work['Fetch']:,} Fetch, {work['fsyncs']:,} logs fsynced")
     med = {name: dict(records_per_s=statistics.median(x["records_per_s"] for x in rs),
                       mb_per_s=statistics.median(x["mb_per_s"] for x in rs),
                       errors=sum(x["errors"] for x in rs)) for name, rs in runs.items()}
@@ -697,7 +730,9 @@ def report(res: dict) -> str:
             if runs and "nodes_cpu_s" in runs[0]:
                 out.append(f"    {name:7s} CPU s per pass, medians: client "
                            f"{statistics.median(x['client_cpu_s'] for x in runs):.2f}, nodes (sum) "
-                           f"{statistics.median(x['nodes_cpu_s'] for x in runs):.2f}")
+                           f"{statistics.median(x['nodes_cpu_s'] for x in runs):.2f}, machine "
+                           f"{statistics.median(x.get('machine_cpu_s', 0) for x in runs):.2f} "
+                           f"(of {os.cpu_count() * statistics.median(x['seconds'] for x in runs):.2f} available)")
     if lat:
         out.append(f"  latency: {lat['rate']}/s for {lat['seconds']:g} s, linger.ms=0, acks=all: received "
                    f"{lat['received']}/{lat['sent']} (failures {lat['failures']}); mean {fmt(lat['mean_ms'], 2)} ms, "
