@@ -58,7 +58,7 @@ test: install-dev tools
 soak: install-dev tools
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
 
-# The deterministic Raft simulation over many seeds (make test runs 400 of them).
+# The deterministic Raft simulation over many seeds (make test runs 300 of them).
 SEEDS ?= 10000
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 sim: install-dev
