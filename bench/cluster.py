@@ -254,13 +254,12 @@ def cpu_snapshot(system) -> dict:
 
 
 def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine has been busy (every CPU's time but idle and iowait, from
-    /proc/stat): also the kernel's own threads, which run the fsyncs' journal commits for the
-    nodes and are billed to no process."""
+    """CPU seconds the whole machine has been busy (user, nice, system, irq and softirq time of
+    every CPU, from /proc/stat; not idle, iowait or the hypervisor's steal): also the kernel's
+    own threads, which run the fsyncs' journal commits for the nodes, billed to no process."""
     with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+        user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def work_counts(system) -> dict:
@@ -308,8 +307,8 @@ def measure_throughput(single, cluster, opts: dict, log) -> dict:
             work = res["work"]
             log(f"  {name} acks={acks}: {res['records_per_s']:,.0f} rec/s, {res['mb_per_s']:.1f} MB/s, "
                 f"{res['seconds']:.1f} s, errors {res['errors']}; CPU s: client {res['client_cpu_s']:.2f}, "
-                f"nodes {res['nodes_cpu_s']:.2f}, machine {res['machine_cpu_s']:.2f}; over the nodes: {work['Produce']:,} Produce, "
-                f"{work['Fetch']:,} Fetch, {work['fsyncs']:,} logs fsynced")
+                f"nodes {res['nodes_cpu_s']:.2f}, machine {res['machine_cpu_s']:.2f}; over the nodes: "
+                f"{work['Produce']:,} Produce, {work['Fetch']:,} Fetch, {work['fsyncs']:,} logs fsynced")
     med = {name: dict(records_per_s=statistics.median(x["records_per_s"] for x in rs),
                       mb_per_s=statistics.median(x["mb_per_s"] for x in rs),
                       errors=sum(x["errors"] for x in rs)) for name, rs in runs.items()}
