@@ -18,6 +18,7 @@ import pytest
 
 from tests.cluster.replica_logs import assert_replicas_identical_below_hw, high_watermark, read_replica_log
 from tests.cluster.support import metadata, wait_cluster_ready
+from tests.cluster.test_failover import tails
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import poll_until, wait_until
 
@@ -59,9 +60,9 @@ def _produce(cluster: KraftdCluster, topic: str, count: int, *, keys: int | None
         if i % 200 == 0:
             p.poll(0)
     left = p.flush(60)
-    if left:  # (once, in a full make test on a slow VM: 500 of 500 left with one node cut off)
+    if left:  # (what each node saw, so that a produce that stalls says why)
         raise AssertionError(f"{left} of {count} records not delivered in 60 s; {_views(cluster, topic)}\n"
-                             + "\n".join(cluster.logs(i, tail=40) for i in cluster.running()))
+                             + tails(cluster))
     assert not failed, failed[:3]
     return len(acked)
 

@@ -174,8 +174,9 @@ class MembershipChecks:
         self._hw_on_voter_majority(sim, sn, g, group, candidates, hw)
 
     @staticmethod
-    def _caught_up(sim, g, voter, hw: int, offset: int, fetched_at: int | None = None) -> None:
-        """`fetched_at`: when (simulation ms) the voter made the fetch its leader counted."""
+    def _caught_up(sim, g, voter, hw: int, offset: int, fetched_at: int | None) -> None:
+        """`fetched_at`: when (simulation ms) the voter made the fetch its leader counted (None:
+        the leader does not know)."""
         node = sim.nodes.get(voter.node_id)
         if node is None or node.disk.directory_id != voter.directory_id or _abstains(node, g):
             return  # (a replica that may not vote until caught up: the disk-loss rule covers it)
