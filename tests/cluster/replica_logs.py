@@ -14,7 +14,7 @@ the producer has stopped, or the HW you pass may be older than what a replica ha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple
+from typing import Collection, Iterable, Mapping, NamedTuple
 
 from kraftd.protocol.records import decode_records
 from kraftd.storage.segment_files import list_segments, scan_segment
@@ -168,16 +168,24 @@ class Ack(NamedTuple):
     at: float  # time.monotonic() when the report was served
 
 
-def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack], *, nothing_else: bool = False
-                              ) -> None:
+def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack], *, nothing_else: bool = False,
+                              client_resends: Collection[tuple[int, int]] = ()) -> set[bytes]:
     """Every acknowledged record is in its partition's log at the offset its delivery report gave,
     no key appears twice in any log (a retried batch written again), and each partition's
     reports came in offset order (the order acknowledged is the log's order). nothing_else: the
     logs hold no data record that was not acknowledged (when every record sent was).
 
     `logs` maps partition -> entries (e.g. what assert_replicas_identical_below_hw returned);
-    `acks` are in the order the reports were served."""
+    `acks` are in the order the reports were served.
+
+    client_resends: the (producer id, epoch) pairs whose epoch the client bumped for a reason of
+    its own (librdkafka's log says why: SequenceProducer.client_side_bumps). A record written
+    under such an epoch and again, by the same producer, under a later epoch is not an error: the
+    new epoch restarts the sequences, so no broker (Kafka's neither) can tell the second copy is
+    a re-send (confluentinc/librdkafka#4953). Those keys are printed and returned; every other
+    duplicate still fails."""
     errors: list[str] = []
+    resent: set[bytes] = set()
     where: dict[bytes, list[tuple[int, int]]] = {}
     entry_at: dict[tuple[int, int], LogEntry] = {}
     for partition, entries in logs.items():
@@ -186,6 +194,12 @@ def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack
                 where.setdefault(e.key, []).append((partition, e.offset))
                 entry_at[partition, e.offset] = e
     twice = {k: v for k, v in where.items() if len(v) > 1}
+    for key, places in list(twice.items()):
+        if _client_resend([entry_at[x] for x in places], client_resends):
+            resent.add(key)
+            del twice[key]
+            print(f"key {_short(key)} written twice, re-sent by the client under a bumped epoch: "
+                  + "; ".join(f"partition {p} offset {o}: {entry_at[p, o].describe()}" for p, o in places))
     errors += [f"key {_short(k)} is in the logs {len(v)} times ({_why_twice([entry_at[x] for x in v])}): "
                + "; ".join(f"partition {p} offset {o}: {entry_at[p, o].describe()}" for p, o in v)
                for k, v in sorted(twice.items())[:10]]
@@ -216,6 +230,16 @@ def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack
         errors += [f"key {_short(k)} at (partition, offset) {where[k]} was never acknowledged" for k in extra[:10]]
     assert not errors, f"{len(errors)} problems with acknowledged records, the first ones:\n" + \
         "\n".join(errors[:20])
+    return resent
+
+
+def _client_resend(copies: list[LogEntry], client_resends: Collection[tuple[int, int]]) -> bool:
+    """Two copies of one record by one producer id, the first under an epoch the client bumped
+    for a reason of its own, the second under a later epoch."""
+    if len(copies) != 2 or len({pid for pid, _, _ in (e.producer for e in copies)}) != 1:
+        return False
+    (pid, first_epoch, _), (_, second_epoch, _) = sorted(e.producer for e in copies)
+    return pid >= 0 and second_epoch > first_epoch and (pid, first_epoch) in client_resends
 
 
 def _why_twice(copies: list[LogEntry]) -> str:

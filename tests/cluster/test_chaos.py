@@ -2,7 +2,9 @@
 isolation) against three nodes while an idempotent acks=all confluent-kafka producer and a
 kafka-python consumer run. Afterwards nothing acknowledged is lost or duplicated, the consumer has
 read a gapless prefix of each final log, the replicas agree below the high watermark, and no node
-told the consumer OFFSET_OUT_OF_RANGE for an offset its log held.
+told the consumer OFFSET_OUT_OF_RANGE for an offset its log held. One duplicate is no server's
+to prevent and is allowed: a record librdkafka re-sent under a new producer epoch after bumping it
+for "skipped sequence numbers" (confluentinc/librdkafka#4953; see run_chaos).
 
 One fault at a time, each healed before the next, so at most one node is down or cut off and the
 other two always form a connected majority. The seed decides the faults, nodes and durations; the
@@ -148,10 +150,13 @@ class TailingConsumer:
         return all(positions.get(p, -1) >= hw for p, hw in hws.items())
 
 
-def check_consumed(reads: dict[int, list[Read]], logs: dict[int, list[LogEntry]]) -> None:
+def check_consumed(reads: dict[int, list[Read]], logs: dict[int, list[LogEntry]], resent: set[bytes] = frozenset()
+                   ) -> None:
     """Per partition, what the consumer read is the final log's data records from the start, in
     order, with no gap and nothing the log does not hold. Reading one offset again is allowed if
-    it returns the same record; the same key at two offsets is a duplicate."""
+    it returns the same record; the same key at two offsets is a duplicate, unless the client
+    re-sent it under a bumped epoch (`resent`, from assert_acked_exactly_once: both copies are in
+    the log, so the consumer must read both)."""
     errors = []
     for p, got in reads.items():
         records = [e for e in logs[p] if not e.control]
@@ -168,7 +173,7 @@ def check_consumed(reads: dict[int, list[Read]], logs: dict[int, list[LogEntry]]
             errors.append(f"partition {p}: new offsets not read in increasing order")
         at: dict[bytes, int] = {}
         for r in by_offset.values():
-            if r.key in at:
+            if r.key in at and r.key not in resent:
                 errors.append(f"partition {p}: key {r.key!r} read at offsets {at[r.key]} and {r.offset}")
             at[r.key] = r.offset
         offsets = sorted(by_offset)
@@ -235,7 +240,9 @@ def run_chaos(tmp_path, seed: int) -> None:
         # NOT_LEADER_OR_FOLLOWER (as Kafka does when leadership moves under an acks=all produce)
         # is then written twice, and no broker can tell (confluentinc/librdkafka#4953). With the
         # default of 5 a duplicate was seen here with seed 4174684575; with 1 the bump still
-        # happens now and then (a duplicate then names the client). The failover test keeps 5.
+        # happens now and then (CI, seed 1558193955). Such a duplicate (first copy under the epoch
+        # the client bumped for "skipped sequence numbers", second under the next) is printed and
+        # allowed; any other duplicate fails. The failover test keeps 5.
         producer = SequenceProducer(cluster.bootstrap(), TOPIC, rate=500,
                                     **{"max.in.flight.requests.per.connection": 1}).start()
         consumer = TailingConsumer(cluster.bootstrap(), TOPIC, PARTITIONS, log,
@@ -261,9 +268,10 @@ def run_chaos(tmp_path, seed: int) -> None:
         if hws is not None:
             dirs = {i: cluster.tmp_path / f"node{i}" for i in cluster.ids}
             logs = {p: assert_replicas_identical_below_hw(dirs, TOPIC, p, hws[p]) for p in range(PARTITIONS)}
-            check("acknowledged records",
-                  lambda: assert_acked_exactly_once(logs, producer.acks, nothing_else=not producer.failures))
-            check("consumer", check_consumed, consumer.reads, logs)
+            resent = check("acknowledged records",
+                           lambda: assert_acked_exactly_once(logs, producer.acks, nothing_else=not producer.failures,
+                                                             client_resends=producer.client_side_bumps()))
+            check("consumer", check_consumed, consumer.reads, logs, resent or set())
             if not caught_up:
                 failures.append(f"consumer: did not reach the HWs {hws} within 30s: {consumer.positions}")
             check("out-of-range answers", check_out_of_range, consumer)

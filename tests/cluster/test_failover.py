@@ -9,6 +9,7 @@ The pieces the chaos test shares (the producer thread, topic set-up, the final c
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -123,6 +124,11 @@ class _Lines(logging.Handler):
 # Words in librdkafka's "eos" debug lines that say the idempotent producer bumped its epoch, met
 # a sequence error or failed for good, and why.
 IDEMPOTENCE_EVENTS = ("bump", "errseq", "unkpid", "dupseq", "fatal")
+# librdkafka's line when it decides to bump the epoch (rd_kafka_idemp_drain_epoch_bump0), and the
+# reasons it gives that no broker answer caused wrongly (rdkafka_request.c, rdkafka_broker.c).
+_DRAIN_FOR_BUMP = re.compile(r"Beginning partition drain in state \S+ for PID\{Id:(?P<pid>-?\d+),"
+                             r"Epoch:(?P<epoch>-?\d+)\} epoch bump .*?requests: (?P<reason>.*)$")
+CLIENT_SIDE_BUMP_REASONS = ("skipped sequence numbers", )
 
 
 class SequenceProducer:
@@ -198,6 +204,18 @@ class SequenceProducer:
     def epoch_bumps(self) -> list[str]:
         return [line for _, line in self.idempotence_events() if "bumped epoch" in line]
 
+    def client_side_bumps(self) -> set[tuple[int, int]]:
+        """(producer id, epoch) of each epoch the client bumped for a reason of its own: a request
+        refused only because an earlier one of the partition failed ("skipped sequence numbers")
+        or records timed out in its queue. Not a bump for a broker's UNKNOWN_PRODUCER_ID or a
+        sequence the broker should have taken: those stay failures."""
+        found = set()
+        for _, line in self.client_log:
+            match = _DRAIN_FOR_BUMP.search(line)
+            if match and match["reason"].startswith(CLIENT_SIDE_BUMP_REASONS):
+                found.add((int(match["pid"]), int(match["epoch"])))
+        return found
+
     def summary(self) -> str:
         errors = Counter(e for _, e, _ in self.client_errors)
         return (f"sent {self.sent}, acknowledged {len(self.acks)}, failed {len(self.failures)}; "
@@ -241,13 +259,16 @@ def wait_replicas_identical(cluster: KraftdCluster, topic: str, partitions: int,
     return hws
 
 
-def check_logs(cluster: KraftdCluster, topic: str, partitions: int, acks: list[Ack], hws: dict[int, int]) -> dict:
-    """Replicas identical below each HW; every acknowledged record there exactly once, in report
+def check_logs(cluster: KraftdCluster, topic: str, partitions: int, producer: SequenceProducer,
+               hws: dict[int, int]) -> dict:
+    """Replicas identical below each HW; every record `producer` had acknowledged there exactly
+    once (but for its own re-sends under a bumped epoch: assert_acked_exactly_once), in report
     order, and no other data record (call it when every record sent was acknowledged); returns
     {partition: entries below the HW}."""
     dirs = {i: cluster.tmp_path / f"node{i}" for i in cluster.ids}
     logs = {p: assert_replicas_identical_below_hw(dirs, topic, p, hws[p]) for p in range(partitions)}
-    assert_acked_exactly_once(logs, acks, nothing_else=True)
+    acks = producer.acks
+    assert_acked_exactly_once(logs, acks, nothing_else=True, client_resends=producer.client_side_bumps())
     entries = [e for es in logs.values() for e in es]
     print(f"HWs {dict(sorted(hws.items()))}: {len(entries)} offsets ({sum(e.control for e in entries)} control) "
           f"identical on {len(dirs)} replicas; {len(acks)} acknowledged records each found once")
@@ -287,7 +308,7 @@ def test_leader_killed_under_idempotent_producer_loses_and_duplicates_nothing(tm
 
             cluster.start(victim)
             hws = wait_replicas_identical(cluster, TOPIC, PARTITIONS)
-            check_logs(cluster, TOPIC, PARTITIONS, producer.acks, hws)
+            check_logs(cluster, TOPIC, PARTITIONS, producer, hws)
         except AssertionError:
             print(f"the producer's epoch bumps and sequence errors: {producer.idempotence_events()[:40]}")
             raise
