@@ -105,11 +105,17 @@ def _wait_moves(servers: list[str], timeout: float, done=None, out=sys.stdout) -
         if not left and (done is None or done()):
             return
         if len(left) != last:
-            print(f"{len(left)} partition(s) still moving", file=out)
+            print(f"{len(left)} partition(s) still moving" + (f": {_moves_text(left)}" if len(left) <= 8 else ""),
+                  file=out)
             last = len(left)
         if time.monotonic() >= deadline:
-            raise BalanceError(f"moves still in progress after {timeout:g} s")
+            raise BalanceError(f"moves still in progress after {timeout:g} s: {_moves_text(left)}" if left else
+                               f"moves done but the replicas still not where they should be after {timeout:g} s")
         time.sleep(POLL_S)
+
+
+def _moves_text(moves: dict) -> str:
+    return "; ".join(f"{t}-{p} replicas {r} adding {a} removing {d}" for (t, p), (r, a, d) in sorted(moves.items()))
 
 
 def run_rebalance(args: argparse.Namespace) -> int:

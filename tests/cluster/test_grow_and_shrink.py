@@ -23,15 +23,33 @@ from tests.cluster.support import led_partitions, metadata, wait_cluster_ready
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.clients
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(420)]  # (the two cluster commands may take 150 s each)
 
 ORDERS, STATE = "orders", "state"
 ENV = {"KRAFTD_SNAPSHOT_MAX_BYTES_BETWEEN": "20000", "KRAFTD_SNAPSHOT_MIN_CHANGED_RECORDS_RATIO": "0.01",
        "KRAFTD_SNAPSHOT_START_OFFSET_LAG_TIME_MAX_MS": "2000"}
 
 
-def _kraftd(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kraftd", *args], capture_output=True, text=True, timeout=timeout)
+def _kraftd(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess:
+    """One `kraftd` command; a cluster command is given `timeout` - 30 s to finish its waits, so
+    that it stops and says what it waited for before this call gives up on it."""
+    if args[0] == "cluster" and "--dry-run" not in args:
+        args = (*args, "--timeout", str(timeout - 30))
+    try:
+        return subprocess.run([sys.executable, "-m", "kraftd", *args], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return subprocess.CompletedProcess(exc.cmd, -9, exc.stdout or "", f"(killed after {timeout} s) {exc.stderr or ''}")
+
+
+def _said(out: subprocess.CompletedProcess, cluster: KraftdCluster) -> str:
+    """A failed step's message: what the command printed, and what each running node logged last."""
+    def tail(i: int) -> str:  # (the snapshot-policy topic writes a snapshot every 2 s: not those)
+        lines = [line for line in cluster.logs(i).splitlines()[1:] if "snapshot written" not in line]
+        return f"--- node {i} ---\n" + "\n".join(lines[-60:])
+
+    return "\n".join([f"{' '.join(map(str, out.args[2:]))} exited {out.returncode}", out.stdout, out.stderr,
+                      *map(tail, cluster.running())])
 
 
 class _Load:
@@ -48,6 +66,7 @@ class _Load:
         self.acked: set = set()
         self.failed: list = []
         self.read: list[int] = []
+        self.where: dict[int, list[tuple[int, int, float]]] = {}  # value -> [(partition, offset, time)]
         self.stop_writing = threading.Event()
         self.stop_reading = threading.Event()
         self.writer = threading.Thread(target=self._write, daemon=True)
@@ -81,7 +100,28 @@ class _Load:
             msg = self.consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 self.read.append(int(msg.value()))
+                self.where.setdefault(int(msg.value()), []).append((msg.partition(), msg.offset(), time.monotonic()))
         self.consumer.close()
+
+
+def _copies(tmp_path, twice: dict) -> str:
+    """Where each record read twice is in its partition's log (a node's copy), with its producer
+    id, epoch and sequence: one offset read twice is the group's re-delivery, two offsets are two
+    copies in the log."""
+    from tests.cluster.replica_logs import read_replica_log
+
+    lines = []
+    for value, reads in list(twice.items())[:5]:
+        for partition in sorted({p for p, _, _ in reads}):
+            for node in (2, 3, 4, 5):
+                try:
+                    log = read_replica_log(tmp_path / f"node{node}", ORDERS, partition)
+                except OSError:
+                    continue
+                found = [e.describe() + f" at offset {e.offset}" for e in log.entries if e.value == b"%d" % value]
+                lines.append(f"{value} in node {node}'s {ORDERS}-{partition}: {found}")
+                break
+    return "\n".join(lines)
 
 
 def _spread(cluster: KraftdCluster, via: int, topics=None) -> tuple[Counter, Counter]:
@@ -111,6 +151,7 @@ def test_two_nodes_join_the_cluster_rebalances_and_node_1_is_decommissioned_unde
         wait_until(lambda: led_partitions(cluster.node(2), [ORDERS, STATE]), 30, "leaders")
         load = _Load(bootstrap3)
         load.start()
+        finished = False
         try:
             wait_until(lambda: len(load.acked) > 3000 and len(load.read) > 1000, 60, "the load under way")
             cluster.start(4)
@@ -121,19 +162,19 @@ def test_two_nodes_join_the_cluster_rebalances_and_node_1_is_decommissioned_unde
             assert out.returncode == 0 and "(dry run: nothing changed)" in out.stdout, out.stdout + out.stderr
             assert " -> " in out.stdout and _spread(cluster, 5)[0].keys() <= {1, 2, 3}  # printed, not moved
             out = _kraftd("cluster", "rebalance", "--bootstrap-server", cluster.node(5))
-            assert out.returncode == 0 and "rebalanced" in out.stdout, out.stdout + out.stderr
+            assert out.returncode == 0 and "rebalanced" in out.stdout, _said(out, cluster)
             five = (1, 2, 3, 4, 5)
             replicas, leaders = _spread(cluster, 5)  # (every topic: orders, state, __consumer_offsets)
             assert _even(replicas, five) and _even(leaders, five), (replicas, leaders, out.stdout)
             assert _even(_spread(cluster, 5, [ORDERS])[0], five)  # and each topic on its own
 
             out = _kraftd("quorum", "add-voter", "--bootstrap-server", cluster.node(2), "--node-id", "4")
-            assert out.returncode == 0, out.stdout + out.stderr
+            assert out.returncode == 0, _said(out, cluster)
             leading_1 = [p for p in metadata(cluster.node(2), [ORDERS]).partitions(ORDERS).values() if p.leader == 1]
             assert leading_1, "node 1 leads no partition: the decommission would not move a leader"
 
             out = _kraftd("cluster", "decommission", "--bootstrap-server", cluster.node(3), "--node-id", "1")
-            assert out.returncode == 0 and "node 1 can be stopped" in out.stdout, out.stdout + out.stderr
+            assert out.returncode == 0 and "node 1 can be stopped" in out.stdout, _said(out, cluster)
             assert "node 1 (directory" in out.stdout and "is no longer a voter" in out.stdout
             replicas, leaders = _spread(cluster, 3)
             assert _even(replicas, (2, 3, 4, 5)) and _even(leaders, (2, 3, 4, 5)), (replicas, leaders)
@@ -141,15 +182,24 @@ def test_two_nodes_join_the_cluster_rebalances_and_node_1_is_decommissioned_unde
             wait_until(lambda: 1 not in metadata(cluster.node(2)).brokers, 30, "Metadata to stop listing node 1")
             wait_until(lambda: len(load.acked) > 0 and max(load.acked) > 0, 10, "")
             time.sleep(2.0)
+            finished = True
         finally:
             load.stop_writing.set()
+            if not finished:  # a failed step: the clients stop now, not after the cluster is gone
+                load.stop_reading.set()
             load.writer.join(200)
         assert not load.failed, load.failed[:3]
-        wait_until(lambda: set(load.read) >= load.acked, 120, "the group to read every acknowledged record")
-        load.stop_reading.set()
-        load.reader.join(30)
-        counts = Counter(load.read)
-        assert not [v for v, n in counts.items() if n > 1], "records read twice"
+        try:
+            wait_until(lambda: set(load.read) >= load.acked, 120, "the group to read every acknowledged record")
+        finally:
+            load.stop_reading.set()
+            load.reader.join(30)
+        twice = {v: load.where[v] for v, n in Counter(load.read).items() if n > 1}
+        assert not twice, (f"records read twice (value: [(partition, offset, time)]): {dict(list(twice.items())[:10])}\n"
+                           + _copies(tmp_path, twice) + "\n"
+                           + "\n".join(line for i in cluster.ids for line in cluster.logs(i).splitlines()
+                                       if "group grow" in line or "__consumer_offsets" in line and "snapshot" not in line
+                                       and "moved away" not in line and "caught up" not in line)[-20000:])
         for i in (2, 3, 4, 5):
             assert cluster.stop(i) == 0, cluster.logs(i, tail=30)
     out = _kraftd("verify", "--data-dir", *(str(tmp_path / f"node{i}") for i in (1, 2, 3, 4, 5)))
