@@ -195,7 +195,7 @@ def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack
                 entry_at[partition, e.offset] = e
     twice = {k: v for k, v in where.items() if len(v) > 1}
     for key, places in list(twice.items()):
-        if _client_resend([entry_at[x] for x in places], client_resends):
+        if client_resend([entry_at[x] for x in places], client_resends):
             resent.add(key)
             del twice[key]
             print(f"key {_short(key)} written twice, re-sent by the client under a bumped epoch: "
@@ -233,7 +233,7 @@ def assert_acked_exactly_once(logs: Mapping[int, list[LogEntry]], acks: list[Ack
     return resent
 
 
-def _client_resend(copies: list[LogEntry], client_resends: Collection[tuple[int, int]]) -> bool:
+def client_resend(copies: list[LogEntry], client_resends: Collection[tuple[int, int]]) -> bool:
     """Two copies of one record by one producer id, the first under an epoch the client bumped
     for a reason of its own, the second under a later epoch."""
     if len(copies) != 2 or len({pid for pid, _, _ in (e.producer for e in copies)}) != 1:

@@ -112,7 +112,7 @@ def tails(cluster: KraftdCluster, lines: int = 40) -> str:
 
 # -- the producer -------------------------------------------------------------------------------
 
-class _Lines(logging.Handler):
+class Lines(logging.Handler):
     def __init__(self, lines: deque) -> None:
         super().__init__(logging.DEBUG)
         self.lines = lines
@@ -129,6 +129,19 @@ IDEMPOTENCE_EVENTS = ("bump", "errseq", "unkpid", "dupseq", "fatal")
 _DRAIN_FOR_BUMP = re.compile(r"Beginning partition drain in state \S+ for PID\{Id:(?P<pid>-?\d+),"
                              r"Epoch:(?P<epoch>-?\d+)\} epoch bump .*?requests: (?P<reason>.*)$")
 CLIENT_SIDE_BUMP_REASONS = ("skipped sequence numbers", )
+
+
+def client_side_bumps(lines) -> set[tuple[int, int]]:
+    """(producer id, epoch) of each epoch librdkafka bumped for a reason of its own, from its eos
+    debug lines: a request refused only because an earlier one of the partition failed
+    ("skipped sequence numbers"). Not a bump for a broker's UNKNOWN_PRODUCER_ID or a sequence the
+    broker should have taken: those stay failures."""
+    found = set()
+    for line in lines:
+        match = _DRAIN_FOR_BUMP.search(line)
+        if match and match["reason"].startswith(CLIENT_SIDE_BUMP_REASONS):
+            found.add((int(match["pid"]), int(match["epoch"])))
+    return found
 
 
 class SequenceProducer:
@@ -151,7 +164,7 @@ class SequenceProducer:
         logger = logging.getLogger(f"{__name__}.rdkafka.{id(self)}")
         logger.propagate = False
         logger.setLevel(logging.DEBUG)
-        logger.addHandler(_Lines(self.client_log))
+        logger.addHandler(Lines(self.client_log))
         self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                                    "linger.ms": 5, "error_cb": self._on_error, "debug": "eos", "logger": logger,
                                    **config})
@@ -205,16 +218,7 @@ class SequenceProducer:
         return [line for _, line in self.idempotence_events() if "bumped epoch" in line]
 
     def client_side_bumps(self) -> set[tuple[int, int]]:
-        """(producer id, epoch) of each epoch the client bumped for a reason of its own: a request
-        refused only because an earlier one of the partition failed ("skipped sequence numbers")
-        or records timed out in its queue. Not a bump for a broker's UNKNOWN_PRODUCER_ID or a
-        sequence the broker should have taken: those stay failures."""
-        found = set()
-        for _, line in self.client_log:
-            match = _DRAIN_FOR_BUMP.search(line)
-            if match and match["reason"].startswith(CLIENT_SIDE_BUMP_REASONS):
-                found.add((int(match["pid"]), int(match["epoch"])))
-        return found
+        return client_side_bumps(line for _, line in self.client_log)
 
     def summary(self) -> str:
         errors = Counter(e for _, e, _ in self.client_errors)
