@@ -2,10 +2,11 @@
 that it finds bugs planted behind the test-only BugSwitches.
 
 SIM_SEEDS (default 300: 500, then 400, until 2026-12-07, cut to keep the suite within its
-20 minutes) seeds run in shards of 50, each a test of its own: in one pytest process a shard
+20 minutes) seeds run in shards of 100, each a test of its own: in one pytest process a shard
 takes two worker processes; under pytest-xdist (`make test` runs this file on two xdist
-workers) the workers take the shards, one process each, small enough to share out evenly.
-`make sim SEEDS=10000` runs more.
+workers) the workers take the shards, one process each. Not smaller: each shard must show
+every required fault and event (coverage_summary), and a shard of 50 seeds (250-299) once
+had no crash in a cleaning swap. `make sim SEEDS=10000` runs more.
 A failure prints the one-line command that replays the seed with its fault log.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .run import changes_voters, coverage_summary, run_many, run_seed
 SEEDS = int(os.environ.get("SIM_SEEDS", "300"))
 # Under pytest-xdist the other workers have the cores; alone, a shard takes two.
 JOBS = int(os.environ.get("SIM_JOBS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2"))
-SHARD = 50
+SHARD = 100
 SHARDS = [(start, min(SHARD, SEEDS - start)) for start in range(0, SEEDS, SHARD)]
 
 # How many seeds each planted bug may take to be found (measured: see the closing notes; the
