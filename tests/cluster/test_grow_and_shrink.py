@@ -8,7 +8,9 @@ Two brokers join; `kraftd cluster rebalance` spreads replicas and preferred lead
 (each node within one replica of even); node 4 becomes a metadata voter; node 1 (a voter leading
 partitions) is decommissioned and stopped, and Metadata stops listing it. Nothing acknowledged is
 lost or duplicated, the group reads every record exactly once, and `kraftd verify` over the data
-dirs finds every replica identical below the HW."""
+dirs finds every replica identical below the HW. (One duplicate is the client's, not a broker's
+to prevent, and is allowed: a record librdkafka re-sent under a new producer epoch after bumping
+it for "skipped sequence numbers", confluentinc/librdkafka#4953; see _read_twice.)"""
 from __future__ import annotations
 
 import logging
@@ -127,7 +129,8 @@ def _copies(tmp_path, value: int, partition: int) -> list[LogEntry]:
 
 
 def _read_twice(tmp_path, load: "_Load") -> dict:
-    """The records the group read twice, {value: [(partition, offset, time) of each read]}, but
+    """The records the group read twice, {value: ([(partition, offset, time) of each read], its
+    copies in the log)}, but
     for the one duplicate no broker can prevent: two copies in the log, the second re-sent by
     librdkafka under the epoch after one it bumped for a reason of its own (librdkafka#4953;
     tests/cluster/replica_logs.py, assert_acked_exactly_once), each read once. One offset read
