@@ -46,22 +46,24 @@ serve: install
 	$(VENV)/bin/kraftd serve $(ARGS)
 
 # pytest exits 5 when it collects nothing; make treats that as a failure, which is what we want.
-# make test runs the suite in two parts. The tests that run everything in their own process (the
-# sans-IO core, codecs, storage, the in-process server tests and the simulation's seeds) go first,
-# on IN_PROCESS_WORKERS pytest-xdist workers; then the tests that start real servers and clients
-# run one at a time: on two cores, three servers per cluster test are CPU-bound, and running two
-# such tests at once starves their elections (three workers over the whole suite were slower).
+# make test runs the suite in two parts. The tests that start at most one server process (the
+# sans-IO core, codecs, storage, in-process servers, the simulation's seeds, the robustness,
+# snapshot, packaging and CLI tests) go first, on PARALLEL_WORKERS pytest-xdist workers; then the
+# tests that start clusters, client libraries or Spark run one at a time: on two cores, three
+# servers per cluster test are CPU-bound, and running two such tests at once starves their
+# elections (three workers over the whole suite were slower).
 # PYTEST_ARGS (e.g. one test file) or TEST_WORKERS=N (N workers for everything; tests sharing a
 # module/session fixture stay on one worker, the `long` ones start first: tests/conftest.py)
 # make it one pytest run instead.
-IN_PROCESS_TESTS := tests/quorum tests/protocol tests/storage tests/schemas tests/config tests/server tests/sim
-IN_PROCESS_WORKERS ?= 2
+PARALLEL_TESTS := tests/quorum tests/protocol tests/storage tests/schemas tests/config tests/server tests/sim \
+  tests/robustness tests/snapshots $(wildcard tests/test_*.py)
+PARALLEL_WORKERS ?= 2
 TEST_WORKERS ?= 0
 XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 test: install-dev tools
 ifeq ($(strip $(PYTEST_ARGS))$(filter-out 0,$(TEST_WORKERS)),)
-	$(PY) -m pytest -n $(IN_PROCESS_WORKERS) --dist loadgroup $(IN_PROCESS_TESTS)
-	$(PY) -m pytest $(addprefix --ignore=,$(IN_PROCESS_TESTS))
+	$(PY) -m pytest -n $(PARALLEL_WORKERS) --dist loadgroup $(PARALLEL_TESTS)
+	$(PY) -m pytest $(addprefix --ignore=,$(PARALLEL_TESTS))
 else
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 endif
