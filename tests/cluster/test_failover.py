@@ -125,7 +125,8 @@ class Lines(logging.Handler):
 # a sequence error or failed for good, and why.
 IDEMPOTENCE_EVENTS = ("bump", "errseq", "unkpid", "dupseq", "fatal")
 # librdkafka's line when it decides to bump the epoch (rd_kafka_idemp_drain_epoch_bump0), and the
-# reasons it gives that no broker answer caused wrongly (rdkafka_request.c, rdkafka_broker.c).
+# reason it gives when a later request of a partition was refused only because an earlier one
+# failed, as Kafka refuses it too (rdkafka_request.c, OUT_OF_ORDER_SEQUENCE_NUMBER, base seq > next).
 _DRAIN_FOR_BUMP = re.compile(r"Beginning partition drain in state \S+ for PID\{Id:(?P<pid>-?\d+),"
                              r"Epoch:(?P<epoch>-?\d+)\} epoch bump .*?requests: (?P<reason>.*)$")
 CLIENT_SIDE_BUMP_REASONS = ("skipped sequence numbers", )
