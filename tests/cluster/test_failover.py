@@ -112,7 +112,7 @@ def tails(cluster: KraftdCluster, lines: int = 40) -> str:
 
 # -- the producer -------------------------------------------------------------------------------
 
-class Lines(logging.Handler):
+class _Lines(logging.Handler):
     def __init__(self, lines: deque) -> None:
         super().__init__(logging.DEBUG)
         self.lines = lines
@@ -130,6 +130,16 @@ IDEMPOTENCE_EVENTS = ("bump", "errseq", "unkpid", "dupseq", "fatal")
 _DRAIN_FOR_BUMP = re.compile(r"Beginning partition drain in state \S+ for PID\{Id:(?P<pid>-?\d+),"
                              r"Epoch:(?P<epoch>-?\d+)\} epoch bump .*?requests: (?P<reason>.*)$")
 CLIENT_SIDE_BUMP_REASONS = ("skipped sequence numbers", )
+
+
+def eos_debug_log(lines: deque) -> dict:
+    """confluent-kafka settings that send librdkafka's idempotence ("eos") debug log, as
+    (time, line), to `lines` through a logger of its own."""
+    logger = logging.getLogger(f"{__name__}.rdkafka.{id(lines)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(_Lines(lines))
+    return {"debug": "eos", "logger": logger}
 
 
 def client_side_bumps(lines) -> set[tuple[int, int]]:
@@ -162,12 +172,8 @@ class SequenceProducer:
         self.client_log: deque = deque(maxlen=20_000)  # (time, line) of librdkafka's eos debug log
         self.sent = 0
         self._stop = threading.Event()
-        logger = logging.getLogger(f"{__name__}.rdkafka.{id(self)}")
-        logger.propagate = False
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(Lines(self.client_log))
         self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                   "linger.ms": 5, "error_cb": self._on_error, "debug": "eos", "logger": logger,
+                                   "linger.ms": 5, "error_cb": self._on_error, **eos_debug_log(self.client_log),
                                    **config})
         self._thread = threading.Thread(target=self._run, name="sequence-producer", daemon=True)
 

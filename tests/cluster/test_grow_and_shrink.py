@@ -13,7 +13,6 @@ to prevent, and is allowed: a record librdkafka re-sent under a new producer epo
 it for "skipped sequence numbers", confluentinc/librdkafka#4953; see _read_twice.)"""
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ import pytest
 
 from tests.cluster.replica_logs import LogEntry, client_resend, read_replica_log
 from tests.cluster.support import led_partitions, metadata, wait_cluster_ready
-from tests.cluster.test_failover import Lines, client_side_bumps
+from tests.cluster.test_failover import client_side_bumps, eos_debug_log
 from tests.support.cluster import KraftdCluster
 from tests.support.waiting import wait_until
 
@@ -64,12 +63,8 @@ class _Load:
         from confluent_kafka import Consumer, Producer
 
         self.client_log: deque = deque(maxlen=20_000)  # (time, line) of the producer's eos debug log
-        logger = logging.getLogger(f"{__name__}.rdkafka.{id(self)}")
-        logger.propagate = False
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(Lines(self.client_log))
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "message.timeout.ms": 180_000, "debug": "eos", "logger": logger})
+                                  "linger.ms": 5, "message.timeout.ms": 180_000, **eos_debug_log(self.client_log)})
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "grow", "auto.offset.reset": "earliest",
                                   "enable.auto.commit": True, "auto.commit.interval.ms": 500})
         self.consumer.subscribe([ORDERS])
@@ -225,8 +220,8 @@ def test_two_nodes_join_the_cluster_rebalances_and_node_1_is_decommissioned_unde
         assert not twice, (f"records read twice (value: ([(partition, offset, time) of each read], its copies in the "
                            f"log)): {dict(list(twice.items())[:10])}\n"
                            + "\n".join(line for i in cluster.ids for line in cluster.logs(i).splitlines()
-                                       if "group grow" in line or "__consumer_offsets" in line and "snapshot" not in line
-                                       and "moved away" not in line and "caught up" not in line)[-20000:])
+                                       if "group grow" in line or ("__consumer_offsets" in line and not any(
+                                           w in line for w in ("snapshot", "moved away", "caught up"))))[-20000:])
         for i in (2, 3, 4, 5):
             assert cluster.stop(i) == 0, cluster.logs(i, tail=30)
     out = _kraftd("verify", "--data-dir", *(str(tmp_path / f"node{i}") for i in (1, 2, 3, 4, 5)))
