@@ -113,6 +113,8 @@ REGRESSION_SEEDS = {
           "hosted the partition) and never asked the leader",
     3561: "an observer's probe, told the leader of its own epoch (one its old voter set lacked), probed "
           "the next voter instead, forever",
+    20774: "a voter removed from the metadata quorum, told by its leader's EndQuorumEpoch that the leader "
+           "resigned, set no timer and waited for a BeginQuorumEpoch that only voters get, forever",
 }
 
 

@@ -97,8 +97,13 @@ class Follower(Role):
 
     def on_end_epoch(self, group: RaftGroup, leader_id: int, successors: list[int], now_ms: int) -> None:
         if leader_id == self.leader_id:
-            # The most caught-up successor stands first; the others wait their turn (KIP-595).
-            deadline = group.timing.successor_turn(successors, now_ms) if group.may_stand else -1
+            # The most caught-up successor stands first; the others wait their turn (KIP-595). A
+            # replica that may not stand (an observer: a voter removed, a replica being added, a
+            # replaced disk) looks for the next leader after the retry backoff: a leader that
+            # does not count it among its voters sends it no BeginQuorumEpoch (sim seed 20774: a
+            # removed metadata voter told of its leader's resignation waited for one for good).
+            deadline = (group.timing.successor_turn(successors, now_ms) if group.may_stand
+                        else group.timing.election_deadline(now_ms))
             group.become_unattached(group.epoch, now_ms, deadline)
 
     def on_leader_unreachable(self, group: RaftGroup, deadline_ms: int, now_ms: int) -> None:

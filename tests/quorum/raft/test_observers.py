@@ -74,3 +74,21 @@ def _assert_follows_the_leader_it_is_told_of(ctx, probe, leader: int, epoch: int
     ctx.assert_role("Follower", epoch)
     assert ctx.group.leader_id == leader
     ctx.assert_sent_fetch(offset=0, last_fetched_epoch=-1, to=leader)
+
+
+def test_an_observer_told_its_leader_resigned_looks_for_the_next_leader():
+    """EndQuorumEpoch reaches a node the leader still counted as a voter after the node's own
+    log removed it (KIP-853). The next leader sends BeginQuorumEpoch only to its voters, so the
+    observer must look for it: it once set no timer at all and waited forever (sim seed 20774)."""
+    ctx = observer()
+    ctx.advance(ctx.election_timeout_ms)
+    probe = ctx.sent(api.FETCH)[-1]
+    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
+    ctx.poll()
+    ctx.assert_role("Follower", 5)
+    assert ctx.deliver_end_quorum_epoch(5, leader_id=3, successors=[1, 2]).error_code == 0
+    ctx.clear_sent()
+    ctx.advance(ctx.election_timeout_ms)
+    asked = {s.destination for s in ctx.sent(api.FETCH)}
+    assert asked & {1, 2}, f"asked {asked or 'nobody'} after the resignation"
+    assert ctx.sent(api.VOTE) == []
