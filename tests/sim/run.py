@@ -22,7 +22,7 @@ from kraftd.storage.background_writes import background_writes
 from .cluster import Simulation
 from .faults import DISK_LOSSES_MAX, FaultRates
 from .invariants import Invariants, Violation
-from .membership import VoterOperator
+from .membership import VoterOperator, metadata_leader
 from .moves import ReplicaMover
 from .workload import Admin, Consumer, PipelinedProducer, Producer
 
@@ -125,10 +125,12 @@ def run_seed(seed: int, *, bugs: BugSwitches | None = None, safety_ms: int = SAF
         deadline = sim.now + liveness_ms
         while sim.now < deadline:
             sim.run_until(sim.now + 250)
-            if _converged(sim) and not any(p.in_flight for p in producers) and admin.pending is None:
+            if (_converged(sim) and not any(p.in_flight for p in producers) and admin.pending is None
+                    and not _moving(sim)):
                 break
         else:
-            raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}")
+            raise Violation(f"no convergence within {liveness_ms} ms of healing: {_status(sim)}"
+                            + (f"; still moving: {_moving(sim)}" if _moving(sim) else ""))
         invariants(sim)  # every node, once more (between events the checks saw only the touched ones)
         invariants.replicas_agree(sim)
         invariants.replicas_match_history(sim)
@@ -175,7 +177,7 @@ def _operators(seed: int, nodes: int) -> list:
     membership_rng, moves_rng = random.Random(seed * 31 + 7), random.Random(seed * 37 + 11)
     operators = [VoterOperator("voters", membership_rng)] if membership_rng.random() < 0.5 else []
     if nodes == 5 and moves_rng.random() < 0.7:
-        operators.append(ReplicaMover("mover", moves_rng))
+        operators.append(ReplicaMover("mover", moves_rng, random.Random(seed * 41 + 13)))
     return operators
 
 
@@ -258,6 +260,16 @@ def _group_converged(sim, topic: str, voters) -> bool:
 
 def _converged(sim) -> bool:
     return all(_group_converged(sim, topic, voters) for topic, voters in _all_groups(sim))
+
+
+def _moving(sim) -> list[str]:
+    """The partitions whose move has not ended, as the metadata leader's image says."""
+    leader = metadata_leader(sim)
+    if leader is None:
+        return []
+    image = leader.partition.snapshots.machine.image
+    return [f"{t.name}-{i} replicas {p.replicas} adding {p.adding} removing {p.removing}"
+            for t in image.topics.values() for i, p in sorted(t.partitions.items()) if p.reassigning]
 
 
 def _status(sim) -> str:
