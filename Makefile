@@ -46,12 +46,13 @@ serve: install
 	$(VENV)/bin/kraftd serve $(ARGS)
 
 # pytest exits 5 when it collects nothing; make treats that as a failure, which is what we want.
-# make test runs the suite in two parts. The tests that start at most one server process (the
-# sans-IO core, codecs, storage, in-process servers, the simulation's seeds, the robustness,
-# snapshot, packaging and CLI tests) go first, on PARALLEL_WORKERS pytest-xdist workers; then the
-# tests that start clusters, client libraries or Spark run one at a time: on two cores, three
-# servers per cluster test are CPU-bound, and running two such tests at once starves their
-# elections (three workers over the whole suite were slower).
+# make test runs the suite in two parts, each on PARALLEL_WORKERS pytest-xdist workers. First the
+# tests that start at most one server process (the sans-IO core, codecs, storage, in-process
+# servers, the simulation's seeds, the robustness, snapshot, packaging and CLI tests); then the
+# tests that start clusters, client libraries or Spark. In the second part the cluster tests
+# (tests/cluster) form one xdist group, so one worker runs them one at a time while the other
+# runs the client, group and Spark tests: on two cores, three servers per cluster test are
+# CPU-bound, and two such tests at once starve their elections (tests/conftest.py).
 # PYTEST_ARGS (e.g. one test file) or TEST_WORKERS=N (N workers for everything; tests sharing a
 # module/session fixture stay on one worker, the `long` ones start first: tests/conftest.py)
 # make it one pytest run instead.
@@ -63,7 +64,7 @@ XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgrou
 test: install-dev tools
 ifeq ($(strip $(PYTEST_ARGS))$(filter-out 0,$(TEST_WORKERS)),)
 	$(PY) -m pytest -n $(PARALLEL_WORKERS) --dist loadgroup $(PARALLEL_TESTS)
-	$(PY) -m pytest $(addprefix --ignore=,$(PARALLEL_TESTS))
+	$(PY) -m pytest -n $(PARALLEL_WORKERS) --dist loadgroup $(addprefix --ignore=,$(PARALLEL_TESTS))
 else
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 endif

@@ -53,12 +53,19 @@ def _shared_fixture_group(item) -> str | None:
     return group
 
 
+def _starts_clusters(item) -> bool:
+    """tests/cluster's tests start three to five kraftd processes each: on two cores, two such
+    tests at once starve each other's elections, so under xdist they form one group (one worker
+    runs them one after another while the other runs the single-server tests)."""
+    return item.nodeid.startswith("tests/cluster/")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests marked `long` start first (under xdist none of them is left to run alone at the
     end), and tests sharing one of our module/session fixtures form an xdist group."""
     for item in items:
-        group = _shared_fixture_group(item)
+        group = "clusters" if _starts_clusters(item) else _shared_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)

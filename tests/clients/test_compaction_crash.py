@@ -60,6 +60,9 @@ def latest(records):
     return sorted(last.values())
 
 
+# kafka-python's producer, whose close() timed out against the killed server, tries again when
+# it is collected and reports that it still cannot flush: expected here, not a finding.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("kill_after", [0, 1, 2, 4, 7, 12, 25])
 def test_a_kill_during_a_swap_recovers_the_same_latest_values(tmp_path, kill_after):
     from kafka import KafkaAdminClient, KafkaProducer
