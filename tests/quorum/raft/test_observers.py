@@ -12,6 +12,17 @@ def observer() -> RaftTestContext:
     return RaftTestContext.builder(local_id=4, voters=(1, 2, 3)).with_unknown_leader(0).build()
 
 
+def observer_following_3() -> RaftTestContext:
+    """An observer whose probe was told that voter 3 leads epoch 5, and follows it."""
+    ctx = observer()
+    ctx.advance(ctx.election_timeout_ms)
+    probe = ctx.sent(api.FETCH)[-1]
+    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
+    ctx.poll()
+    ctx.assert_role("Follower", 5)
+    return ctx
+
+
 def test_an_observer_never_stands_and_asks_the_voters_for_the_leader():
     ctx = observer()
     ctx.advance(10 * ctx.election_timeout_ms)
@@ -23,12 +34,7 @@ def test_an_observer_never_stands_and_asks_the_voters_for_the_leader():
 
 
 def test_an_observer_whose_leader_went_silent_looks_again_instead_of_waiting_forever():
-    ctx = observer()
-    ctx.advance(ctx.election_timeout_ms)
-    probe = ctx.sent(api.FETCH)[-1]
-    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
-    ctx.poll()
-    ctx.assert_role("Follower", 5)
+    ctx = observer_following_3()
     ctx.clear_sent()
     for _ in range(2 * ctx.fetch_timeout_ms // 100):  # leader 3 never answers
         ctx.advance(100)
@@ -80,12 +86,7 @@ def test_an_observer_told_its_leader_resigned_looks_for_the_next_leader():
     """EndQuorumEpoch reaches a node the leader still counted as a voter after the node's own
     log removed it (KIP-853). The next leader sends BeginQuorumEpoch only to its voters, so the
     observer must look for it: it once set no timer at all and waited forever (sim seed 20774)."""
-    ctx = observer()
-    ctx.advance(ctx.election_timeout_ms)
-    probe = ctx.sent(api.FETCH)[-1]
-    ctx.respond(probe, ctx.fetch_response(error=ErrorCode.NOT_LEADER_OR_FOLLOWER, leader=(3, 5)))
-    ctx.poll()
-    ctx.assert_role("Follower", 5)
+    ctx = observer_following_3()
     assert ctx.deliver_end_quorum_epoch(5, leader_id=3, successors=[1, 2]).error_code == 0
     ctx.clear_sent()
     ctx.advance(ctx.election_timeout_ms)
