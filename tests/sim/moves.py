@@ -2,8 +2,9 @@
 reassigns the admin's topics between nodes under every fault, as `kraftd cluster reassign` or
 `rebalance` would, through random nodes (forwarded to the controller):
 
-- it moves a partition that is not moving: one replica replaced by a node outside its replicas
-  (now and then only the order changes: a new preferred leader);
+- it moves a partition that is not moving: one replica replaced by a node outside its replicas,
+  or two (as rebalance and decommission plans often do; the leader may be among them), and now
+  and then only the order changes (a new preferred leader);
 - it cancels a move in progress now and then, often right after starting it (a move already
   done by then is answered NO_REASSIGNMENT_IN_PROGRESS).
 
@@ -11,7 +12,8 @@ Each partition's leader then changes its group's voters one at a time (quorum/me
 replica_moves.py); the checks that every change must pass are membership.MembershipChecks' (one
 change in flight, successive sets differing by one voter, a new voter caught up, every HW on a
 majority of the voter sets it may have moved under), and the majority checks of invariants.py
-take a moved group's voter sets as they take the metadata quorum's.
+take a moved group's voter sets as they take the metadata quorum's. Once the network heals,
+every move must end (tests/sim/run.py's liveness phase).
 """
 from __future__ import annotations
 
