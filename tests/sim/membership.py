@@ -34,6 +34,12 @@ STALE = {ErrorCode.DUPLICATE_VOTER, ErrorCode.VOTER_NOT_FOUND}  # the view the o
 TIMEOUT_MS = 4500
 
 
+def metadata_image(sim):
+    """The metadata image of the node that leads the metadata quorum at the highest epoch, or None."""
+    leader = metadata_leader(sim)
+    return leader.partition.snapshots.machine.image if leader is not None else None
+
+
 def metadata_leader(sim):
     """The metadata group of the node that leads it at the highest epoch, or None."""
     best = None

@@ -21,7 +21,7 @@ from kraftd.protocol import api
 from kraftd.protocol import messages as m
 from kraftd.protocol.errors import ErrorCode
 
-from .membership import metadata_leader
+from .membership import metadata_image
 from .network import Message
 
 RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER, ErrorCode.NOT_LEADER_OR_FOLLOWER}
@@ -39,15 +39,13 @@ class ReplicaMover:
         # Whether a move replaces a second replica too (as a rebalance or a decommission plans
         # them): drawn from a generator of its own, so the seeds' other draws stay as they were.
         self.wide_rng = wide_rng
-        self.wide = False         # the move being chosen replaces two replicas
-        self.wide_sent: set = set()  # correlations of such moves
         self.every_ms = every_ms
-        self.pending: dict = {}   # correlation -> (topic, target or None, sent ms)
+        self.pending: dict = {}   # correlation -> (topic, target or None, sent ms, two replicas replaced)
         self.correlation = 0
         self.active = True
 
     def tick(self, sim) -> None:
-        for c, (_, _, sent) in list(self.pending.items()):
+        for c, (_, _, sent, _) in list(self.pending.items()):
             if sim.now - sent >= TIMEOUT_MS:
                 del self.pending[c]
         if self.active and not self.pending:
@@ -58,55 +56,50 @@ class ReplicaMover:
             sim.at(sim.now + self.every_ms, "client", self.name)
 
     def _choose(self, sim):
-        leader = metadata_leader(sim)
-        if leader is None:
+        """(topic, target or None for a cancel, whether two replicas are replaced), or None."""
+        image = metadata_image(sim)
+        if image is None:
             return None
-        image = leader.partition.snapshots.machine.image
         topics = sorted(t.name for t in image.topics.values() if t.name.startswith("a") and 0 in t.partitions)
         if not topics:
             return None
         name = self.rng.choice(topics)
         info = image.topic(name).partitions[0]
         if info.reassigning:
-            return (name, None) if self.rng.random() < 0.3 else None
+            return (name, None, False) if self.rng.random() < 0.3 else None
         replicas = list(info.replicas)
         if self.rng.random() < 0.1:
             self.rng.shuffle(replicas)
-            return name, replicas
+            return name, replicas, False
         outside = [n for n in sim.nodes if n not in replicas and image.is_live(n)]
         if not outside:
             return None
         index = self.rng.randrange(len(replicas))
         replicas[index] = self.rng.choice(outside)
-        if self.wide_rng is not None and len(outside) >= 2 and self.wide_rng.random() < 0.3:
+        wide = self.wide_rng is not None and len(outside) >= 2 and self.wide_rng.random() < 0.3
+        if wide:
             others = [i for i in range(len(replicas)) if i != index]
             replicas[self.wide_rng.choice(others)] = next(n for n in outside if n not in replicas)
-            self.wide = True
-        return name, replicas
+        return name, replicas, wide
 
-    def _send(self, sim, topic: str, target) -> None:
+    def _send(self, sim, topic: str, target, wide: bool = False) -> None:
         self.correlation += 1
         R = m.AlterPartitionReassignmentsRequest
         request = R(timeout_ms=3000, topics=[R.ReassignableTopic(name=topic, partitions=[
             R.ReassignablePartition(partition_index=0, replicas=target)])])
-        self.pending[self.correlation] = (topic, target, sim.now)
-        if self.wide:
-            self.wide_sent.add(self.correlation)
-            self.wide = False
+        self.pending[self.correlation] = (topic, target, sim.now, wide)
         sim.send(Message(self.name, self.rng.choice(list(sim.nodes)), True, api.ALTER_PARTITION_REASSIGNMENTS, 0,
                          self.correlation, request))
 
     def on_response(self, sim, message: Message) -> None:
         op = self.pending.pop(message.correlation_id, None)
-        wide = message.correlation_id in self.wide_sent
-        self.wide_sent.discard(message.correlation_id)
         if op is None:
             return
         body = message.body
         error = body.error_code or (body.responses[0].partitions[0].error_code if body.responses else 0)
         if error == 0:
             sim.coverage["replica moves" if op[1] is not None else "moves cancelled"] += 1
-            if wide:
+            if op[3]:
                 sim.coverage["two-replica moves"] += 1
             if op[1] is not None and self.rng.random() < 0.3:
                 self._send(sim, op[0], None)  # an admin's change of mind, while the move runs

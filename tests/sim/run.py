@@ -22,7 +22,7 @@ from kraftd.storage.background_writes import background_writes
 from .cluster import Simulation
 from .faults import DISK_LOSSES_MAX, FaultRates
 from .invariants import Invariants, Violation
-from .membership import VoterOperator, metadata_leader
+from .membership import VoterOperator, metadata_image
 from .moves import ReplicaMover
 from .workload import Admin, Consumer, PipelinedProducer, Producer
 
@@ -264,10 +264,9 @@ def _converged(sim) -> bool:
 
 def _moving(sim) -> list[str]:
     """The partitions whose move has not ended, as the metadata leader's image says."""
-    leader = metadata_leader(sim)
-    if leader is None:
+    image = metadata_image(sim)
+    if image is None:
         return []
-    image = leader.partition.snapshots.machine.image
     return [f"{t.name}-{i} replicas {p.replicas} adding {p.adding} removing {p.removing}"
             for t in image.topics.values() for i, p in sorted(t.partitions.items()) if p.reassigning]
 

@@ -102,8 +102,7 @@ class Follower(Role):
             # replaced disk) looks for the next leader after the retry backoff: a leader that
             # does not count it among its voters sends it no BeginQuorumEpoch (sim seed 20774: a
             # removed metadata voter told of its leader's resignation waited for one for good).
-            deadline = (group.timing.successor_turn(successors, now_ms) if group.may_stand
-                        else group.timing.election_deadline(now_ms))
+            deadline = group.timing.successor_turn(successors, now_ms) if group.may_stand else None
             group.become_unattached(group.epoch, now_ms, deadline)
 
     def on_leader_unreachable(self, group: RaftGroup, deadline_ms: int, now_ms: int) -> None:
