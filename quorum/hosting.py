@@ -118,7 +118,8 @@ class Hosting:
             if replaced:
                 log.warning("%s-%d: placed on another directory of this node: this data dir replaced a lost "
                             "one; no vote until caught up", *partition.key)
-            stored = ElectionState(epoch, may_vote=not (self.rejoining or replaced or joining))
+            lost = self.rejoining or replaced  # (the disk-loss rule, stricter, wins)
+            stored = ElectionState(epoch, may_vote=not (lost or joining), joining=joining and not lost)
         self._replication.add_group(partition, voters, stored, now_ms, persist_now=fresh)
         partition.raft = self._replication.groups[partition.key]
         if (fresh and stored.may_vote and self.plane is not None and voters[0] == self.config.node_id

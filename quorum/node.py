@@ -254,6 +254,7 @@ class Node:
                 self._balancer.balance(now_ms)
                 if self._hosting.rejoining:
                     self._hosting.check_rejoin_complete()
+            if self._hosting.moves.departing:
                 self._hosting.moves.drop_departed(self.plane.image, now_ms)
         self._housekeeping.poll(now_ms)
         self._compaction.poll(now_ms)

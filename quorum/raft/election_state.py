@@ -20,15 +20,29 @@ class ElectionState:
     # False while a replica that lost its disk has not yet caught up with a leader once: it may
     # have voted in an epoch it no longer remembers, so it must not vote or stand (disk-loss rule).
     may_vote: bool = True
+    # True when the mark above is only a new copy's (a partition moved here, or one that had a
+    # leader before this node hosted it): this node may have voted for the partition before,
+    # under the same directory id, in a copy it has deleted since. Following the leader of an
+    # epoch, it will not vote in that epoch, nor in an older one: it may vote from then on. (The
+    # disk-loss rule waits for the leader's HW too; a new voter that waited for it kept a group
+    # whose leader died before telling it leaderless: sim seed 8333.)
+    joining: bool = False
 
     def to_json(self) -> dict:
         return {"epoch": self.epoch, "leaderId": self.leader_id, "votedId": self.voted_id,
-                "mayVote": self.may_vote}
+                "mayVote": self.may_vote, "joining": self.joining}
 
     @classmethod
     def from_json(cls, doc: dict) -> "ElectionState":
         return cls(int(doc["epoch"]), int(doc.get("leaderId", NO_NODE)), int(doc.get("votedId", NO_NODE)),
-                   bool(doc.get("mayVote", True)))
+                   bool(doc.get("mayVote", True)), bool(doc.get("joining", False)))
+
+    def moved_to(self, epoch: int, leader_id: int, voted_id: int) -> "ElectionState":
+        """The next state, keeping the no-vote mark, except that a joining copy that now knows
+        its epoch's leader may vote again."""
+        if self.joining and leader_id != NO_NODE:
+            return ElectionState(epoch, leader_id, voted_id)
+        return ElectionState(epoch, leader_id, voted_id, self.may_vote, self.joining)
 
 
 def apply_changes(states: dict, changed: dict) -> None:

@@ -168,9 +168,9 @@ class RaftGroup:
         voted = s.voted_id if epoch == s.epoch else NO_NODE
         deadline = self.timing.election_deadline(now_ms) if deadline_ms is None else deadline_ms
         if voted != NO_NODE:
-            self._become(Voted(epoch, voted, deadline), ElectionState(epoch, NO_NODE, voted, s.may_vote), now_ms)
+            self._become(Voted(epoch, voted, deadline), s.moved_to(epoch, NO_NODE, voted), now_ms)
         else:
-            self._become(Unattached(epoch, deadline), ElectionState(epoch, NO_NODE, NO_NODE, s.may_vote), now_ms)
+            self._become(Unattached(epoch, deadline), s.moved_to(epoch, NO_NODE, NO_NODE), now_ms)
 
     def become_follower(self, epoch: int, leader_id: int, now_ms: int, probing: bool = False) -> None:
         s = self.state
@@ -178,12 +178,12 @@ class RaftGroup:
         role = Follower(epoch, leader_id, now_ms + self.env.config.fetch_timeout_ms, now_ms, probing)
         self.election_started_ms = -1
         # (a probe is a guess: never recorded, nor named to others, as the leader)
-        self._become(role, ElectionState(epoch, NO_NODE if probing else leader_id, voted, s.may_vote), now_ms)
+        self._become(role, s.moved_to(epoch, NO_NODE if probing else leader_id, voted), now_ms)
 
     def become_voted(self, candidate: int, epoch: int, now_ms: int) -> None:
         s = self.state
         self._become(Voted(epoch, candidate, self.timing.election_deadline(now_ms)),
-                     ElectionState(epoch, NO_NODE, candidate, s.may_vote), now_ms)
+                     s.moved_to(epoch, NO_NODE, candidate), now_ms)
 
     def discover_leader(self, now_ms: int) -> None:
         """A replica that may not stand (an observer, or a voter catching up) asks the other
@@ -207,7 +207,7 @@ class RaftGroup:
         epoch = self.epoch + 1
         role = Candidate(epoch, self.timing.round_deadline(now_ms))
         role.granted.add(self.node_id)
-        self._become(role, ElectionState(epoch, NO_NODE, self.node_id, self.state.may_vote), now_ms)
+        self._become(role, self.state.moved_to(epoch, NO_NODE, self.node_id), now_ms)
         role.request_votes(self, now_ms)
         role.tally(self, now_ms)
 
@@ -217,7 +217,7 @@ class RaftGroup:
         progress = ReplicaProgress(self.node_id, self.voters, now_ms)
         others = {v for v in self.voters if v != self.node_id}
         role = Leader(epoch, start, progress, now_ms + self.env.config.check_quorum_ms, unacknowledged=set(others))
-        self._become(role, ElectionState(epoch, self.node_id, self.state.voted_id, self.state.may_vote), now_ms)
+        self._become(role, self.state.moved_to(epoch, self.node_id, self.state.voted_id), now_ms)
         self.timing.retries = 0
         if self.election_started_ms >= 0 and len(self.voters) > 1:
             self.env.record_election_latency(now_ms - self.election_started_ms)
@@ -322,7 +322,7 @@ class RaftGroup:
     def regain_vote(self) -> None:
         """Caught up with a leader after a disk loss (catch_up.py): it may vote and stand again."""
         s = self.state
-        self.state = ElectionState(s.epoch, s.leader_id, s.voted_id, True)
+        self.state = ElectionState(s.epoch, s.leader_id, s.voted_id)
         self.env.persist(self)
 
     def check_truncation(self, offset: int) -> None:

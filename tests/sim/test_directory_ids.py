@@ -28,10 +28,10 @@ class Answers:
         pass
 
 
-def quiet_cluster(seed: int, nodes: int):
+def quiet_cluster(seed: int, nodes: int, rates=QUIET):
     """A simulated cluster without random faults, its admin client's answers recorded: (sim,
     answers, the controller's node) once every broker is registered and live."""
-    sim = Simulation(seed, nodes=nodes, groups=0, rates=QUIET)
+    sim = Simulation(seed, nodes=nodes, groups=0, rates=rates)
     answers = Answers()
     sim.clients[CLIENT] = answers
     sim.boot_all()

@@ -5,6 +5,8 @@ and then removes node 1; node 1 deletes its copy once that commits; the image en
 Nothing acknowledged is lost, and the replicas agree below the HW. A cancelled move goes back."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kraftd.protocol import api
@@ -13,13 +15,13 @@ from kraftd.protocol.errors import ErrorCode
 
 from .invariants import _batches
 from .network import Message
-from .test_controller_answers import CLIENT
+from .test_controller_answers import CLIENT, QUIET
 from .test_directory_ids import quiet_cluster
 from .workload import Producer
 
 
-def _cluster(seed: int):
-    sim, answers, _ = quiet_cluster(seed, 4)
+def _cluster(seed: int, rates=QUIET):
+    sim, answers, _ = quiet_cluster(seed, 4, rates)
     return sim, answers
 
 
@@ -124,6 +126,30 @@ def test_a_partition_moves_to_a_new_node_under_load_and_the_old_replica_goes():
     reference = _batches(p.log, 0, hw)
     for n in (2, 3, 4):
         assert _batches(sim.nodes[n].node.topics.partition("m", 0).log, 0, hw) == reference, f"node {n}"
+
+
+def test_a_copy_moved_away_goes_at_the_first_answer_after_its_removal_committed():
+    """Sim seed 9460: a copy moved away went only if a once-a-second check found the leader's
+    last answer younger than the fetch wait. An idle partition is answered every fetch wait plus
+    a round trip, and a copy stayed for good. Now every step checks, and the first answer of the
+    leader's after the removal committed is fresh when it comes."""
+    sim, answers = _cluster(24, dataclasses.replace(QUIET, min_delay_ms=30, max_delay_ms=40))
+    _create(sim, answers, "d", [1, 2, 3])
+    sim.run_until(sim.now + 500)
+    out = _reassign(sim, answers, 2, 10, "d", [2, 3, 4])
+    assert out.responses[0].partitions[0].error_code == 0
+
+    def removal_committed():
+        _, group = _leader(sim, "d")
+        return (group is not None and 1 not in group.voters
+                and group.log_voters.offset() < group.partition.high_watermark)
+    _run_until(sim, removal_committed, 30_000)
+    committed_ms = sim.now
+    _run_until(sim, lambda: not _hosts(sim.nodes[1], "d"), 5_000)
+    # The HW that covers the removal reaches node 1 in its next answer or the one after (each
+    # a fetch wait plus a round trip, 100 + 60-80 ms here).
+    assert sim.now - committed_ms <= 500, f"node 1 deleted its copy {sim.now - committed_ms} ms after"
+    _run_until(sim, lambda: _moved(sim, "d", [2, 3, 4]), 10_000)
 
 
 def test_a_cancelled_move_goes_back_to_the_original_replicas():

@@ -115,6 +115,10 @@ REGRESSION_SEEDS = {
           "the next voter instead, forever",
     20774: "a voter removed from the metadata quorum, told by its leader's EndQuorumEpoch that the leader "
            "resigned, set no timer and waited for a BeginQuorumEpoch that only voters get, forever",
+    8333: "a leader added a moved copy as a voter and died before telling it an HW; the copy waited for one "
+          "to vote again, and the two other live voters of four never made a majority",
+    9460: "a copy moved away was dropped only if a once-a-second check caught the leader's idle answers "
+          "within one fetch wait, and it never did",
 }
 
 

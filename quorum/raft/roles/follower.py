@@ -5,7 +5,6 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..election_state import ElectionState
 from .base import Role
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ class Follower(Role):
         """The voter we probed answered our fetch: it leads this epoch (one leader per epoch)."""
         self.probing = False
         s = group.state
-        group.state = ElectionState(s.epoch, self.leader_id, s.voted_id, s.may_vote)
+        group.state = s.moved_to(s.epoch, self.leader_id, s.voted_id)
         group.env.persist(group)
 
     def deadline_ms(self) -> int:

@@ -87,6 +87,7 @@ class RaftTestContextBuilder:
         self.snapshot: tuple[SnapshotId, dict] | None = None
         self.snapshot_policy = False
         self.is_rejoining = False
+        self.is_joining = False
         self.data_dir: str | None = None
         self.node_overrides: dict = {}
 
@@ -101,6 +102,12 @@ class RaftTestContextBuilder:
 
     def with_elected_leader(self, epoch: int, leader_id: int) -> "RaftTestContextBuilder":
         self.state = ElectionState(epoch, leader_id=leader_id)
+        return self
+
+    def joining(self) -> "RaftTestContextBuilder":
+        """A new copy of a partition with a history (a move made it): no vote until it follows
+        a leader (ElectionState.joining)."""
+        self.is_joining = True
         return self
 
     def rejoining(self) -> "RaftTestContextBuilder":
@@ -154,6 +161,8 @@ class RaftTestContextBuilder:
             if self.is_rejoining:
                 state = ElectionState(state.epoch, state.leader_id, state.voted_id, False)
             store.states[KEY] = state
+        if self.is_joining:
+            store.states[KEY] = ElectionState(self.state.epoch if self.state else 0, may_vote=False, joining=True)
         log = MemoryLog(segment_bytes=1 << 20, log_start_offset=self.snapshot[0].end_offset if self.snapshot else 0)
         for epoch, values in self.appends:
             log.append_as_leader(bytearray(data_batch(epoch, values)), epoch, now_ms=START_MS)

@@ -1,8 +1,11 @@
 """The disk-loss rule: a replica restarted on an empty disk may have voted in an epoch it no
-longer remembers, so it neither votes nor stands until it has caught up with a leader once."""
+longer remembers, so it neither votes nor stands until it has caught up with a leader once. A
+new copy a move made (it may have voted in a copy it deleted) waits less: until it knows a
+leader."""
 from __future__ import annotations
 
 from kraftd.protocol import api
+from kraftd.quorum.raft.election_state import ElectionState
 
 from .raft_context import RaftTestContext, data_batch
 
@@ -86,3 +89,40 @@ def test_a_rejoiner_that_has_not_caught_up_keeps_following_instead_of_standing()
     assert ctx.sent(api.VOTE) == []
     ctx.assert_elected_leader(4, 2)
     assert ctx.sent(api.FETCH, destination=2), "stopped fetching from its leader"
+
+
+def joining() -> RaftTestContext:
+    return RaftTestContext.builder(local_id=1, voters=(1, 2, 3)).joining().build()
+
+
+def test_a_new_copy_votes_again_once_it_knows_a_leader_without_waiting_for_its_hw():
+    """Sim seed 8333: a leader added a moved copy as a voter and died before telling it an HW;
+    the copy waited for one and the two other live voters could never make three of four."""
+    ctx = joining()
+    assert (ctx.persisted_state().may_vote, ctx.persisted_state().joining) == (False, True)
+    assert not ctx.deliver_vote_request(3, 3, last_epoch=0, last_offset=0).vote_granted
+    assert not ctx.deliver_vote_request(3, 3, last_epoch=0, last_offset=0, pre_vote=True).vote_granted
+
+    assert ctx.deliver_begin_quorum_epoch(4, leader_id=2).error_code == 0
+    ctx.poll()
+    state = ctx.persisted_state()
+    assert (state.epoch, state.leader_id, state.may_vote, state.joining) == (4, 2, True, False)
+    assert ctx.log.log_end_offset == 0  # nothing fetched, no HW heard
+    assert not ctx.deliver_vote_request(4, 3, last_epoch=0, last_offset=0).vote_granted  # epoch 4 has a leader
+    assert ctx.deliver_vote_request(5, 3, last_epoch=0, last_offset=0).vote_granted
+    ctx.assert_voted_for(5, 3)
+
+
+def test_a_copy_that_lost_its_disk_keeps_waiting_for_the_hw_after_it_knows_a_leader():
+    ctx = rejoining()
+    ctx.deliver_begin_quorum_epoch(4, leader_id=2)
+    ctx.poll()
+    state = ctx.persisted_state()
+    assert (state.leader_id, state.may_vote, state.joining) == (2, False, False)
+    assert not ctx.deliver_vote_request(5, 3, last_epoch=0, last_offset=0).vote_granted
+
+
+def test_the_joining_mark_survives_the_state_file():
+    state = ElectionState(3, may_vote=False, joining=True)
+    assert ElectionState.from_json(state.to_json()) == state
+    assert ElectionState.from_json({"epoch": 3, "mayVote": False}).joining is False  # a file from before
