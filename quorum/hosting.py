@@ -296,7 +296,7 @@ class Hosting:
             mine = self._replication.directory_id
             self._placed_elsewhere |= {(info.name, i) for i, p in info.partitions.items()
                                        if p.directory_of(me) not in (None, mine)}
-            # A move here: no vote until caught up (the partition has a history this copy lacks).
+            # A move here: no vote until it follows a leader (ElectionState.joining).
             self.moves.joining |= {(info.name, i) for i, p in info.partitions.items() if me in p.adding}
             self.create_replicated_topic(info.name, topic_id, assignments, image.configs.get(info.name, {}), now_ms,
                                          joined=joined)

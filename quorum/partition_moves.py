@@ -1,8 +1,8 @@
 """What a reassignment (KIP-455) changes of what this node hosts, and the image's topic configs.
 
 A partition the image now lists this node for is hosted at once, its group joining as an
-observer that may not vote until caught up (the disk-loss rule: the partition has a history
-this new copy lacks) and starting from the replicas before the move; the partition's leader
+observer that may not vote until it follows a leader (this node may have voted in a copy it
+deleted since: ElectionState.joining) and starting from the replicas before the move; the partition's leader
 adds it once it has caught up (quorum/metadata/replica_moves.py). A hosted partition the image
 no longer lists this node for is dropped once this node's removal from the group's voters has
 committed (the voters that stay hold everything committed): its group stops, its election state
@@ -42,8 +42,8 @@ class PartitionMoves:
         self._changes = changes
         self._snapshots = snapshots
         self._epoch_floor_fixed = epoch_floor_fixed  # Hosting's: the new groups' epoch floor, once
-        # Partitions with a history hosted here anew: no vote until caught up (Hosting makes
-        # their groups and takes the mark).
+        # Partitions with a history hosted here anew: no vote until they follow a leader
+        # (Hosting makes their groups and takes the mark).
         self.joining: set = set()
         # hosted partitions moved away -> [when seen, our log end after the leader's first answer
         # since then (None until it came)]: dropped once our removal has committed

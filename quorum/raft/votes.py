@@ -40,8 +40,8 @@ def answer_vote(group: RaftGroup, candidate: int, epoch: int, last_log_id: tuple
     our own set. The candidate need not be in our set either: a newer set we have not fetched
     may hold it (the log check keeps a candidate without our committed records out, a replaced
     disk's empty log included). Refusing it left a quorum that had re-keyed a replaced disk
-    leaderless (sim seed 4251). A copy with no vote until caught up (a lost disk, a move here)
-    refuses in any case."""
+    leaderless (sim seed 4251). A copy with no vote yet (a lost disk until caught up, a move
+    here until it follows a leader: ElectionState) refuses in any case."""
     if voter_directory is not None and voter_directory != group.env.directory_id:
         return INVALID_VOTER_KEY, False
     if voter_directory is None and not group.voter_set.is_voter(group.node_id, group.env.directory_id):
