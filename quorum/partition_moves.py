@@ -2,8 +2,8 @@
 
 A partition the image now lists this node for is hosted at once, its group joining as an
 observer that may not vote until it follows a leader (this node may have voted in a copy it
-deleted since: ElectionState.joining) and starting from the replicas before the move; the partition's leader
-adds it once it has caught up (quorum/metadata/replica_moves.py). A hosted partition the image
+deleted since: ElectionState.joining) and starting from the replicas before the move; the
+partition's leader adds it once it has caught up (quorum/metadata/replica_moves.py). A hosted partition the image
 no longer lists this node for is dropped once this node's removal from the group's voters has
 committed (the voters that stay hold everything committed): its group stops, its election state
 and files go, and the topic's catalog entry once nothing of it is hosted here.

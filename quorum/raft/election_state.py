@@ -20,9 +20,9 @@ class ElectionState:
     # False while a replica that lost its disk has not yet caught up with a leader once: it may
     # have voted in an epoch it no longer remembers, so it must not vote or stand (disk-loss rule).
     may_vote: bool = True
-    # True when the mark above is only a new copy's (a partition moved here, or one that had a
-    # leader before this node hosted it): this node may have voted for the partition before,
-    # under the same directory id, in a copy it has deleted since. Following the leader of an
+    # True when the mark above is only a new copy's (a partition moved here): this node may
+    # have voted for the partition before, under the same directory id, in a copy it has
+    # deleted since. Following the leader of an
     # epoch, it will not vote in that epoch, nor in an older one: it may vote from then on. (The
     # disk-loss rule waits for the leader's HW too; a new voter that waited for it kept a group
     # whose leader died before telling it leaderless: sim seed 8333.)
