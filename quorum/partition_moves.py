@@ -81,11 +81,13 @@ class PartitionMoves:
     def departing(self) -> bool:
         return bool(self._departing)
 
-    def drop_departed(self, image, now_ms: int) -> None:
+    def drop_departed(self, image, now_ms: int) -> bool:
         """Drop the partitions that moved away whose removal from the voters has committed.
         Called at every step while some are departing: the leader's answer is fresh only just
         after it came (checked once a second, an idle stream's answers, every fetch wait plus a
-        round trip, kept missing the window and a copy stayed for good: sim seed 9460)."""
+        round trip, kept missing the window and a copy stayed for good: sim seed 9460). True if
+        it dropped one."""
+        dropped = False
         for key in sorted(self._departing):
             name, index = key
             topic = self._topics.get(name)
@@ -110,7 +112,9 @@ class PartitionMoves:
                 continue  # still wanted, or our removal has not committed yet
             self._departing.pop(key, None)
             self._drop(topic, index, p.replicas)
+            dropped = True
             log.info("%s-%d: moved away (replicas %s); its copy here is deleted", name, index, p.replicas)
+        return dropped
 
     def _drop(self, topic: Topic, index: int, replicas) -> None:
         partition = self._topics.drop_partition(topic, index, replicas)

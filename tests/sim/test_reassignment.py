@@ -152,6 +152,44 @@ def test_a_copy_moved_away_goes_at_the_first_answer_after_its_removal_committed(
     _run_until(sim, lambda: _moved(sim, "d", [2, 3, 4]), 10_000)
 
 
+def test_a_node_restarted_on_an_older_image_does_not_bring_back_a_copy_it_dropped():
+    """Sim seed 4034: node 1 dropped its copy of a partition moved away, crashed, and restarted
+    on its latest metadata snapshot, from before the move: that image lists node 1 as a replica
+    and nothing of the topic was hosted, so node 1 made a fresh copy, a voter with no election
+    state, which voted a second time in an epoch it had voted in (two leaders). The drop now
+    records the image offset it reflects in the catalog, and a restarted node hosts nothing
+    new until it has replayed that far."""
+    sim, answers = _cluster(25)
+    _create(sim, answers, "b", [1, 2, 3])
+    n1 = sim.nodes[1]
+    created = n1.node.plane.machine.applied_offset
+    T = m.CreateTopicsRequest  # metadata records enough for a snapshot (3,000 bytes here) that holds "b"
+    fillers = [T.CreatableTopic(name=f"f{i}", num_partitions=1, replication_factor=1, configs=[], assignments=[])
+               for i in range(40)]
+    _ask(sim, answers, 1, 2, api.CREATE_TOPICS, T(topics=fillers, timeout_ms=3000, validate_only=False))
+    metadata = n1.node.plane.partition
+    _run_until(sim, lambda: metadata.snapshots.latest is not None and metadata.snapshots.latest.end_offset > created,
+               10_000)
+    out = _reassign(sim, answers, 2, 10, "b", [2, 3, 4])
+    assert out.responses[0].partitions[0].error_code == 0
+    _run_until(sim, lambda: not _hosts(n1, "b"), 10_000)
+
+    n1.crash()
+    for other in (2, 3, 4):
+        sim.network.cut |= {(1, other), (other, 1)}
+    n1.boot()
+    sim.run_until(sim.now + 500)
+    image = n1.node.plane.image.topic("b")
+    assert image is not None and 1 in image.partitions[0].replicas, "the restart's image is not older than the move"
+    assert not _hosts(n1, "b")
+    assert ("b", 0) not in n1.disk.elections.states
+
+    sim.network.cut.clear()
+    _run_until(sim, lambda: _moved(sim, "b", [2, 3, 4]), 10_000)
+    sim.run_until(sim.now + 1000)
+    assert not _hosts(n1, "b")
+
+
 def test_a_cancelled_move_goes_back_to_the_original_replicas():
     sim, answers = _cluster(22)
     _create(sim, answers, "c", [1, 2, 3])

@@ -119,6 +119,8 @@ REGRESSION_SEEDS = {
           "to vote again, and the two other live voters of four never made a majority",
     9460: "a copy moved away was dropped only if a once-a-second check caught the leader's idle answers "
           "within one fetch wait, and it never did",
+    4034: "a node that had dropped a copy moved away restarted on an older metadata image listing it, made a "
+          "fresh voter copy that had forgotten its vote, and voted twice in one epoch: two leaders",
 }
 
 
