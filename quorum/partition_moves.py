@@ -100,6 +100,11 @@ class PartitionMoves:
                 continue
             group = partition.raft
             mark = self._departing[key]
+            if mark[1] is not None and mark[1] > partition.log.log_end_offset:
+                # Truncated since (a new leader had less): what the old one held may never
+                # commit. Take the mark again from the next answer (sim seed 5111: an idle
+                # partition's HW stayed below the old mark, and the copy stayed for good).
+                mark[0], mark[1] = now_ms, None
             stream = self._replication.streams.of(group) if not group.is_leader else None
             if mark[1] is None and stream is not None and stream.answered_since(key, mark[0]):
                 mark[1] = partition.log.log_end_offset  # at least what the leader held when it answered

@@ -121,6 +121,8 @@ REGRESSION_SEEDS = {
           "within one fetch wait, and it never did",
     4034: "a node that had dropped a copy moved away restarted on an older metadata image listing it, made a "
           "fresh voter copy that had forgotten its vote, and voted twice in one epoch: two leaders",
+    5111: "a copy moved away waited for the HW to pass a log end a new leader's truncation had taken back; "
+          "the partition was idle and the copy stayed",
 }
 
 
