@@ -304,15 +304,6 @@ class Hosting:
         if changed:  # (a file write: only when what we host changed)
             self._catalog.set_metadata_offset(machine.applied_offset)
 
-    def drop_departed(self, now_ms: int) -> None:
-        """Drop the copies that moved away whose removal has committed. What is hosted then
-        reflects the image at its applied offset, and the catalog says so: restarted, the node
-        hosts nothing new until it has replayed that far (an older image, still listing it,
-        brought a dropped copy back as a fresh voter that had forgotten its vote and voted
-        again in the same epoch: two leaders, sim seed 4034)."""
-        if self.moves.drop_departed(self.plane.image, now_ms):
-            self._catalog.set_metadata_offset(self.plane.machine.applied_offset)
-
     def check_rejoin_complete(self) -> None:
         """A rejoin is complete once the metadata group votes again, the image is applied up to
         its HW, and every partition the image assigns here is hosted and votes again. A group

@@ -255,7 +255,7 @@ class Node:
                 if self._hosting.rejoining:
                     self._hosting.check_rejoin_complete()
             if self._hosting.moves.departing:
-                self._hosting.drop_departed(now_ms)
+                self._hosting.moves.drop_departed(self.plane.image, now_ms, self.plane.machine.applied_offset)
         self._housekeeping.poll(now_ms)
         self._compaction.poll(now_ms)
         done = self._purgatory.expire(now_ms)

@@ -81,12 +81,12 @@ class PartitionMoves:
     def departing(self) -> bool:
         return bool(self._departing)
 
-    def drop_departed(self, image, now_ms: int) -> bool:
+    def drop_departed(self, image, now_ms: int, image_offset: int) -> bool:
         """Drop the partitions that moved away whose removal from the voters has committed.
         Called at every step while some are departing: the leader's answer is fresh only just
         after it came (checked once a second, an idle stream's answers, every fetch wait plus a
-        round trip, kept missing the window and a copy stayed for good: sim seed 9460). True if
-        it dropped one."""
+        round trip, kept missing the window and a copy stayed for good: sim seed 9460).
+        `image_offset`: the metadata offset `image` is at. True if it dropped one."""
         dropped = False
         for key in sorted(self._departing):
             name, index = key
@@ -116,13 +116,13 @@ class PartitionMoves:
                     or partition.high_watermark < mark[1] or group.log_voters.offset() >= partition.high_watermark):
                 continue  # still wanted, or our removal has not committed yet
             self._departing.pop(key, None)
-            self._drop(topic, index, p.replicas)
+            self._drop(topic, index, p.replicas, image_offset)
             dropped = True
             log.info("%s-%d: moved away (replicas %s); its copy here is deleted", name, index, p.replicas)
         return dropped
 
-    def _drop(self, topic: Topic, index: int, replicas) -> None:
-        partition = self._topics.drop_partition(topic, index, replicas)
+    def _drop(self, topic: Topic, index: int, replicas, image_offset: int) -> None:
+        partition = self._topics.drop_partition(topic, index, replicas, image_offset)
         key = partition.key
         self._replication.remove_group(key)
         if self._stored_states.pop(key, None) is not None:

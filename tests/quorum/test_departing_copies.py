@@ -11,6 +11,7 @@ from kraftd.quorum.partition_moves import PartitionMoves
 TOPIC_ID = uuid.UUID(int=5)
 KEY = ("m", 0)
 FETCH_WAIT_MS = 100
+IMAGE_OFFSET = 42
 
 
 class Stream:
@@ -36,11 +37,13 @@ class Topics:
     def __init__(self, topic) -> None:
         self.topic = topic
         self.deleted = False
+        self.dropped_at = None
 
     def get(self, name):
         return self.topic if name == self.topic.name and not self.deleted else None
 
-    def drop_partition(self, topic, index, replicas):
+    def drop_partition(self, topic, index, replicas, image_offset):
+        self.dropped_at = image_offset  # (the catalog records it: tests/sim/test_reassignment.py)
         partition, topic.partitions[index] = topic.partitions[index], None
         return partition
 
@@ -58,37 +61,38 @@ def _moving_away(log_end: int):
     replication = SimpleNamespace(streams=SimpleNamespace(of=lambda g: stream), remove_group=lambda key: None,
                                   config=SimpleNamespace(fetch_max_wait_ms=FETCH_WAIT_MS), poll=lambda now: None)
     changes = SimpleNamespace(dirty={}, wake=lambda keys: None)
-    moves = PartitionMoves(5, Topics(topic), replication, {}, None, changes,
+    topics = Topics(topic)
+    moves = PartitionMoves(5, topics, replication, {}, None, changes,
                            SimpleNamespace(forget=lambda key: None), None)
     info = SimpleNamespace(topic_id=TOPIC_ID, partitions={0: SimpleNamespace(replicas=[1, 2, 3])})
     image = SimpleNamespace(topic=lambda name: info if name == "m" else None)
     moves.reconcile(topic, info, 1000)
     assert moves.departing
-    return moves, image, partition, stream
+    return moves, image, partition, stream, topics
 
 
 def test_a_copy_goes_once_the_hw_passes_what_the_first_answer_after_the_move_left():
-    moves, image, partition, stream = _moving_away(3)
-    assert not moves.drop_departed(image, 1050)  # no answer since the move was seen
+    moves, image, partition, stream, topics = _moving_away(3)
+    assert not moves.drop_departed(image, 1050, IMAGE_OFFSET)  # no answer since the move was seen
     stream.last_answer_ms = 1100
     partition.high_watermark = 2
-    assert not moves.drop_departed(image, 1100)  # the answer left log end 3; the HW is 2
+    assert not moves.drop_departed(image, 1100, IMAGE_OFFSET)  # the answer left log end 3; the HW is 2
     partition.high_watermark = 3
     stream.last_answer_ms = 1200
-    assert not moves.drop_departed(image, 1200 + FETCH_WAIT_MS + 1)  # the leader's last answer is stale
-    assert moves.drop_departed(image, 1200)
-    assert not moves.departing
+    assert not moves.drop_departed(image, 1200 + FETCH_WAIT_MS + 1, IMAGE_OFFSET)  # the leader's last answer is stale
+    assert moves.drop_departed(image, 1200, IMAGE_OFFSET)
+    assert not moves.departing and topics.dropped_at == IMAGE_OFFSET
 
 
 def test_a_copy_truncated_below_its_mark_takes_the_mark_again_from_the_next_answer():
     """Sim seed 5111: the mark was the log end 3 after an answer of the old leader's; a new
     leader's log ended at 2 and the copy was truncated to it. The partition was idle, its HW
     stayed 2, and the copy was never dropped."""
-    moves, image, partition, stream = _moving_away(3)
+    moves, image, partition, stream, _ = _moving_away(3)
     stream.last_answer_ms = 1100
-    assert not moves.drop_departed(image, 1100)  # mark: 3
+    assert not moves.drop_departed(image, 1100, IMAGE_OFFSET)  # mark: 3
     partition.log.log_end_offset = 2  # the new leader's divergence answer truncated entry 2
     partition.high_watermark = 2
-    assert not moves.drop_departed(image, 1300)  # the old answer does not count: a new mark is due
+    assert not moves.drop_departed(image, 1300, IMAGE_OFFSET)  # the old answer does not count: a new mark is due
     stream.last_answer_ms = 1350
-    assert moves.drop_departed(image, 1350)  # the new leader's answer: mark 2, HW 2
+    assert moves.drop_departed(image, 1350, IMAGE_OFFSET)  # the new leader's answer: mark 2, HW 2
