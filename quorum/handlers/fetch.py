@@ -40,8 +40,13 @@ def handle(ctx, header, request, now_ms, peer):
         ctx.replication.on_follower_fetch_request(replica_id, request, version, now_ms)  # check-quorum hears it
     context = _context(ctx, header, request, version, peer, privileged=replica_id >= 0, now_ms=now_ms)
     if isinstance(context, ErrorContext):
+        if replica_id >= 0 and ctx.replication is not None:
+            ctx.replication.on_follower_fetch_refused(replica_id, request, version)
         return Respond(context.response([], None, now_ms))
     results, total, errors = read_partitions(context.fetches, limits)
+    if errors and replica_id >= 0 and ctx.replication is not None:
+        ctx.replication.on_follower_fetch_not_read(
+            replica_id, [f.partition.key for f in context.fetches if f.must_answer and f.partition is not None])
     if request.max_wait_ms == 0 or total >= request.min_bytes or errors or not context.has_partitions():
         return Respond(context.response(results, _builder(version), now_ms))
     wait = min(request.max_wait_ms, ctx.config.fetch_max_wait_cap_ms)

@@ -119,7 +119,13 @@ def new_voter_caught_up(group: RaftGroup, voter: Voter, fetched_since_ms: int = 
     if p is None or group.env.follower_directory(voter.node_id) != voter.directory_id:
         return False
     # (an incremental session fetch that leaves the partition out says its position is unchanged)
-    if max(p.last_fetch_ms, group.session_fetch_ms(voter.node_id)) < fetched_since_ms:
+    later = group.session_fetch_ms(voter.node_id)
+    if max(p.last_fetch_ms, later) < fetched_since_ms:
+        return False
+    if fetched_since_ms >= 0 and p.prev_fetch_ms < fetched_since_ms and later <= p.last_fetch_ms:
+        # One fetch since: it may come from a copy the node has deleted since, in flight when
+        # we saw the move back (sim seed 5815). A node's fetches come one at a time, and the
+        # next one names its new copy's position or forgets the partition.
         return False
     return p.end_offset >= group.partition.high_watermark
 

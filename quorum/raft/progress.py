@@ -13,6 +13,7 @@ from dataclasses import dataclass
 class VoterProgress:
     end_offset: int = -1          # the durable offset it reported (a follower's fetch offset)
     last_fetch_ms: int = -1
+    prev_fetch_ms: int = -1       # the fetch before that one
     last_caught_up_ms: int = -1   # the last time it had everything the leader had
     leader_end_at_fetch: int = -1  # the leader's log end when it last fetched
 
@@ -61,6 +62,7 @@ class ReplicaProgress:
             # then (under steady writes a follower is never level with the log end itself).
             p.last_caught_up_ms = max(p.last_caught_up_ms, p.last_fetch_ms)
         p.end_offset = fetch_offset
+        p.prev_fetch_ms = p.last_fetch_ms
         p.last_fetch_ms = now_ms
         p.leader_end_at_fetch = leader_end
         return voter

@@ -294,6 +294,12 @@ class Replication:
         """A follower's Fetch: its session's groups, and when it fetched (check-quorum)."""
         self.sessions.on_fetch(replica_id, request, version, now_ms, self._topic_names)
 
+    def on_follower_fetch_not_read(self, replica_id: int, keys) -> None:
+        self.sessions.not_read(replica_id, keys)
+
+    def on_follower_fetch_refused(self, replica_id: int, request, version: int) -> None:
+        self.sessions.refused(replica_id, request, version, self._topic_names)
+
     def resign_all(self, now_ms: int) -> int:
         """Graceful shutdown: every group led here hands over (EndQuorumEpoch)."""
         led = [g for g in self.groups.values() if g.is_leader]

@@ -123,6 +123,11 @@ REGRESSION_SEEDS = {
           "fresh voter copy that had forgotten its vote, and voted twice in one epoch: two leaders",
     5111: "a copy moved away waited for the HW to pass a log end a new leader's truncation had taken back; "
           "the partition was idle and the copy stayed",
+    5815: "a copy deleted and made again: the deleted copy's last fetch, in flight when the leader saw the move "
+          "back, and a session that still held the partition after the new copy's fetch was refused, made the "
+          "leader add a voter with an empty log",
+    5907: "a move that never ended (adding 4, removing 1), found beside 5815 and passing since its fix; not "
+          "analysed further",
 }
 
 
