@@ -3,10 +3,11 @@
 A partition the image now lists this node for is hosted at once, its group joining as an
 observer that may not vote until it follows a leader (this node may have voted in a copy it
 deleted since: ElectionState.joining) and starting from the replicas before the move; the
-partition's leader adds it once it has caught up (quorum/metadata/replica_moves.py). A hosted partition the image
-no longer lists this node for is dropped once this node's removal from the group's voters has
-committed (the voters that stay hold everything committed): its group stops, its election state
-and files go, and the topic's catalog entry once nothing of it is hosted here.
+partition's leader adds it once it has caught up (quorum/metadata/replica_moves.py). A hosted
+partition the image no longer lists this node for is dropped once this node's removal from the
+group's voters has committed (the voters that stay hold everything committed): its group stops,
+its election state and files go, and the topic's catalog entry once nothing of it is hosted
+here.
 
 "Has committed" is judged on a log the leader answered after the move away was seen here, and
 only once the leader's HW has passed what that answer brought: a copy that had not fetched the
