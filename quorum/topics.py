@@ -137,14 +137,13 @@ class TopicRegistry:
     def drop_partition(self, topic: Topic, index: int, replicas, image_offset: int) -> Partition | None:
         """No longer host partition `index`, which the image at metadata offset `image_offset`
         moved away; the caller closes and removes its log. The catalog records that offset
-        first: restarted, a node hosts nothing new until its image has replayed that far (an
+        in the same write: restarted, a node hosts nothing new until its image has replayed that far (an
         older image, still listing this node, brought a dropped copy back as a fresh voter that
         had forgotten its vote and voted again in the same epoch: two leaders, sim seed 4034)."""
         partition = topic.partitions[index]
         if partition is None:
             return None
-        self._catalog.set_metadata_offset(max(image_offset, self._catalog.metadata_offset))
-        self._catalog.set_hosted(topic.name, index, replicas, joined=False)
+        self._catalog.set_hosted(topic.name, index, replicas, joined=False, metadata_offset=image_offset)
         topic.partitions[index] = None
         return partition
 

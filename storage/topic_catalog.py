@@ -102,10 +102,12 @@ class TopicCatalog:
         self._save()
         return info
 
-    def set_hosted(self, name: str, index: int, voters, joined: bool) -> TopicInfo:
-        """Partition `index` of a cluster topic changed here in a reassignment (see `hosted`)."""
+    def set_hosted(self, name: str, index: int, voters, joined: bool, metadata_offset: int = -1) -> TopicInfo:
+        """Partition `index` of a cluster topic changed here in a reassignment (see `hosted`),
+        as the image at `metadata_offset` says (raised in the same write)."""
         info = hosted(self._topics[name], index, voters, joined)
         self._topics[name] = info
+        self.metadata_offset = max(self.metadata_offset, metadata_offset)
         self._save()
         return info
 

@@ -36,9 +36,10 @@ class MemoryTopicCatalog:
         self._topics[name] = info
         return info
 
-    def set_hosted(self, name, index, voters, joined: bool) -> TopicInfo:
+    def set_hosted(self, name, index, voters, joined: bool, metadata_offset: int = -1) -> TopicInfo:
         info = hosted(self._topics[name], index, voters, joined)
         self._topics[name] = info
+        self.metadata_offset = max(self.metadata_offset, metadata_offset)
         return info
 
     def all(self) -> list[TopicInfo]:
